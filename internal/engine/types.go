@@ -15,9 +15,12 @@ const (
 	StateReserved
 	StateDead
 	StateCompleted
+	// StateGone is not a job state: it answers a duplicate put whose
+	// original job no longer exists.
+	StateGone
 )
 
-var stateNames = [...]string{"", "delayed", "ready", "blocked", "reserved", "dead", "completed"}
+var stateNames = [...]string{"", "delayed", "ready", "blocked", "reserved", "dead", "completed", "deleted"}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {
@@ -28,7 +31,7 @@ func (s State) String() string {
 
 // ParseState maps an API state name to a State; ok is false for unknown names.
 func ParseState(s string) (State, bool) {
-	for i, n := range stateNames {
+	for i, n := range stateNames[:StateGone] {
 		if i > 0 && n == s {
 			return State(i), true
 		}
@@ -258,9 +261,6 @@ type NackRequest struct {
 	Error      string
 	// Priority, when set, replaces the job's priority (beanstalkd release).
 	Priority *uint32
-	// KeepAttempt makes the nack not count against tries' backoff: used by
-	// protocols that release without failure semantics.
-	KeepAttempt bool
 }
 
 // TouchRequest extends a reservation.

@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ack acknowledges a reservation: the job is deleted, kept as completed with
+// its result (retaining queues, call), or re-armed (reschedule, cron). A
+// `next` job is put in the same entry, so both happen or neither; a result
+// goes to reply_to as a new job.
+func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResult, error) {
+	e.begin(now)
+	q, slot, err := e.findJob(ns, qn, id)
+	if err != nil {
+		return AckResult{}, err
+	}
+	if err := e.checkReceipt(slot, id, req.Receipt, req.AnyReceipt); err != nil {
+		return AckResult{}, err
+	}
+	if req.HasResult {
+		if err := checkPayloadSize("result", len(req.Result), q.cfg.MaxPayload); err != nil {
+			return AckResult{}, err
+		}
+	}
+	img := e.image(q, slot)
+	var rearm int64 = -1
+	if rs := req.Reschedule; rs != nil {
+		if rs.Delay != nil && rs.At != nil {
+			return AckResult{}, badf("reschedule.at", "delay and at are exclusive")
+		}
+		rearm = e.now
+		if rs.Delay != nil {
+			if err := checkDuration("reschedule.delay", *rs.Delay, MaxDelay); err != nil {
+				return AckResult{}, err
+			}
+			rearm += rs.Delay.Milliseconds()
+		}
+		if rs.At != nil {
+			if ms(*rs.At)-e.now > MaxDelay.Milliseconds() {
+				return AckResult{}, badf("reschedule.at", "must be at most %s from now", MaxDelay)
+			}
+			rearm = max(ms(*rs.At), 0)
+		}
+	} else if img.Cron != "" {
+		sched, err := e.cronSchedule(img.Cron)
+		if err == nil {
+			if next := sched.Next(fromMS(e.now)); !next.IsZero() {
+				rearm = ms(next)
+			}
+		}
+	}
+
+	var plan putPlan
+	var nextOut planned
+	if req.Next != nil {
+		t, err := e.resolveTarget(ns, req.Next.Queue, &plan)
+		if err != nil {
+			return AckResult{}, prefixField(err, "next")
+		}
+		nextOut, err = e.preparePut(t, &req.Next.Put, &plan)
+		if err != nil {
+			return AckResult{}, prefixField(err, "next")
+		}
+	}
+	if img.ReplyTo != "" {
+		// A reply is best effort: a reply queue that cannot be created
+		// (namespace without auto-create) does not fail the ack.
+		if t, err := e.resolveTarget(ns, img.ReplyTo, &plan); err == nil {
+			reply := PutRequest{Payload: []byte("null"), PayloadJSON: true, Tags: map[string]string{"reply_for": id}}
+			if req.HasResult {
+				reply.Payload, reply.PayloadJSON = req.Result, req.ResultJSON
+			}
+			if _, err := e.preparePut(t, &reply, &plan); err != nil {
+				return AckResult{}, prefixField(err, "result")
+			}
+		}
+	}
+
+	res := AckResult{ID: id}
+	retain := max(q.cfg.RetainResults.Milliseconds(), img.RetainResult)
+	switch {
+	case rearm >= 0:
+		img.Phase, img.At, img.Attempt, img.LastError = phasePending, rearm, 0, ""
+		img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
+		r := e.ent.add()
+		r.Kind, r.Job = KindJob, img
+	case retain > 0:
+		img.Phase = phaseCompleted
+		img.RetainUntil = e.now + retain
+		img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
+		img.Flags &^= fHasResult | fResultJSON
+		img.Result = Blob{}
+		if req.HasResult {
+			img.Flags |= fHasResult
+			if req.ResultJSON {
+				img.Flags |= fResultJSON
+			}
+			img.Result = inlineBlob(nonNil(req.Result))
+		}
+		r := e.ent.add()
+		r.Kind, r.Job = KindJob, img
+		res.State = "completed"
+	default:
+		r := e.ent.add()
+		r.Kind, r.NS, r.Queue, r.ID = KindJobDelete, ns, qn, id
+		res.State = "deleted"
+	}
+	if plan.n > 0 {
+		e.stampCounters(uint64(plan.n), 0)
+	}
+	if err := e.commit(); err != nil {
+		return AckResult{}, err
+	}
+	e.stats.Acked++
+	e.stats.Put += uint64(plan.n)
+	if rearm >= 0 {
+		res.State = e.jobs.get(slot).state.String()
+	}
+	if req.Next != nil {
+		switch {
+		case nextOut.dupRes != nil:
+			res.NextID = nextOut.dupRes.ID
+		default:
+			res.NextID = nextOut.id
+		}
+	}
+	return res, nil
+}
+
+// Nack gives a reservation back: the job waits the given delay (or the
+// queue's backoff) and runs again, or goes dead when its tries are used up.
+// It answers the job's resulting state.
+func (e *Engine) Nack(now time.Time, ns, qn, id string, req NackRequest) (State, error) {
+	e.begin(now)
+	q, slot, err := e.findJob(ns, qn, id)
+	if err != nil {
+		return 0, err
+	}
+	if err := e.checkReceipt(slot, id, req.Receipt, req.AnyReceipt); err != nil {
+		return 0, err
+	}
+	if req.Delay != nil {
+		if err := checkDuration("delay", *req.Delay, MaxDelay); err != nil {
+			return 0, err
+		}
+	}
+	if len(req.Error) > MaxErrorLen {
+		return 0, badf("error", "must be at most %d bytes, got %d", MaxErrorLen, len(req.Error))
+	}
+	img := e.image(q, slot)
+	img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
+	if req.Priority != nil {
+		img.Prio = *req.Priority
+	}
+	if req.Error != "" {
+		img.LastError = req.Error
+	}
+	r := e.ent.add()
+	switch {
+	case img.Expire != 0 && img.Expire <= e.now:
+		// TTL passed during the reservation: the job goes now (API rule 9).
+		r.Kind, r.NS, r.Queue, r.ID = KindJobDelete, ns, qn, id
+	case img.Tries > 0 && img.Attempt >= img.Tries:
+		img.Phase = phaseDead
+		img.Flags &^= fBuried
+		if img.LastError == "" {
+			img.LastError = fmt.Sprintf("nacked on the last of %d tries", img.Tries)
+		}
+		r.Kind, r.Job = KindJob, img
+	default:
+		img.Phase = phasePending
+		if req.Delay != nil {
+			img.At = e.now + req.Delay.Milliseconds()
+		} else {
+			img.At = e.now + e.backoff(q.cfg.Backoff, img.Attempt)
+		}
+		r.Kind, r.Job = KindJob, img
+	}
+	if err := e.commit(); err != nil {
+		return 0, err
+	}
+	e.stats.Nacked++
+	if r := e.ent.Records[0]; r.Kind == KindJobDelete {
+		e.stats.Expired++
+		return StateGone, nil
+	}
+	if e.jobs.get(slot).state == StateDead {
+		e.stats.Dead++
+	}
+	return e.jobs.get(slot).state, nil
+}
+
+// Touch extends a reservation by ttr (or the reservation's TTR).
+func (e *Engine) Touch(now time.Time, ns, qn, id string, req TouchRequest) (time.Time, error) {
+	e.begin(now)
+	q, slot, err := e.findJob(ns, qn, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := e.checkReceipt(slot, id, req.Receipt, req.AnyReceipt); err != nil {
+		return time.Time{}, err
+	}
+	img := e.image(q, slot)
+	ext := int64(img.ResvTTR)
+	if req.TTR != nil {
+		if *req.TTR < time.Millisecond || *req.TTR > MaxTTR {
+			return time.Time{}, badf("ttr", "must be between 1ms and %s, got %s", MaxTTR, *req.TTR)
+		}
+		ext = req.TTR.Milliseconds()
+	}
+	img.Until = e.now + ext
+	r := e.ent.add()
+	r.Kind, r.Job = KindJob, img
+	if err := e.commit(); err != nil {
+		return time.Time{}, err
+	}
+	return fromMS(img.Until), nil
+}
+
+// Bury moves a reserved job to dead with a reason.
+func (e *Engine) Bury(now time.Time, ns, qn, id string, req BuryRequest) error {
+	e.begin(now)
+	q, slot, err := e.findJob(ns, qn, id)
+	if err != nil {
+		return err
+	}
+	if err := e.checkReceipt(slot, id, req.Receipt, req.AnyReceipt); err != nil {
+		return err
+	}
+	if len(req.Reason) > MaxErrorLen {
+		return badf("reason", "must be at most %d bytes, got %d", MaxErrorLen, len(req.Reason))
+	}
+	img := e.image(q, slot)
+	img.Phase = phaseDead
+	img.Flags |= fBuried
+	img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
+	if req.Reason != "" {
+		img.LastError = req.Reason
+	}
+	if req.Priority != nil {
+		img.Prio = *req.Priority
+	}
+	r := e.ent.add()
+	r.Kind, r.Job = KindJob, img
+	if err := e.commit(); err != nil {
+		return err
+	}
+	e.stats.Dead++
+	return nil
+}

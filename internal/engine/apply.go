@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Apply replays one logged entry: time advances to the entry's time (never
+// backwards), then its records are applied. Applying an entry whose effects
+// are already present changes nothing, so replay may start from a snapshot
+// taken while writes continued.
+func (e *Engine) Apply(ent *Entry) {
+	e.advanceTo(ent.Time)
+	e.applyRecords(ent)
+}
+
+func (e *Engine) applyRecords(ent *Entry) {
+	for i := range ent.Records {
+		e.applyRecord(&ent.Records[i])
+	}
+}
+
+func (e *Engine) applyRecord(r *Record) {
+	switch r.Kind {
+	case KindNamespace:
+		ns := e.ensureNS(r.NS)
+		ns.cfg = r.NSConfig
+	case KindToken:
+		e.ensureNS(r.NS)
+		e.tokens[r.TokenHash] = token{ns: r.NS, desc: r.TokenDesc}
+	case KindTokenDelete:
+		delete(e.tokens, r.TokenHash)
+	case KindQueue:
+		q := e.ensureQueue(r.NS, r.Queue, r.QCreated)
+		e.configure(q, r.QConfig)
+		if q.paused && !r.QPaused && len(q.ready.s) > 0 {
+			e.dirty[q.idx] = struct{}{}
+		}
+		q.paused = r.QPaused
+	case KindQueueDelete:
+		if q := e.lookupQueue(r.NS, r.Queue); q != nil {
+			e.purge(q)
+			delete(q.ns.queues, q.name)
+			e.queues[q.idx] = nil
+		}
+	case KindQueuePurge:
+		if q := e.lookupQueue(r.NS, r.Queue); q != nil {
+			e.purge(q)
+		}
+	case KindJob:
+		e.applyJob(&r.Job)
+	case KindJobDelete:
+		if q := e.lookupQueue(r.NS, r.Queue); q != nil {
+			k := makeIDKey(r.ID)
+			if slot := e.idLookup(q.idx, &k); slot != noSlot {
+				e.deleteJob(q, slot)
+			}
+		}
+	case KindIdem:
+		k := idemMapKey(r.NS, r.Queue, r.IdemKey)
+		if r.IdemExpire > e.now {
+			if old, ok := e.idem[k]; !ok || old.expire != r.IdemExpire {
+				e.idemQ.push(idemExp{expire: r.IdemExpire, key: k})
+			}
+			e.idem[k] = idemEnt{id: r.IdemID, expire: r.IdemExpire, at: r.IdemAt}
+		}
+	case KindCounters:
+		e.seq = max(e.seq, r.Seq)
+		e.nonce = max(e.nonce, r.Nonce)
+	}
+}
+
+func (e *Engine) ensureNS(name string) *namespace {
+	ns := e.nss[name]
+	if ns == nil {
+		ns = &namespace{name: name, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
+		e.nss[name] = ns
+	}
+	return ns
+}
+
+func (e *Engine) lookupQueue(nsName, qName string) *queue {
+	if ns := e.nss[nsName]; ns != nil {
+		if qi, ok := ns.queues[qName]; ok {
+			return e.queues[qi]
+		}
+	}
+	return nil
+}
+
+// ensureQueue finds or creates a queue (with default config); replay relies
+// on it to never fail.
+func (e *Engine) ensureQueue(nsName, qName string, created int64) *queue {
+	if q := e.lookupQueue(nsName, qName); q != nil {
+		return q
+	}
+	ns := e.ensureNS(nsName)
+	q := &queue{
+		idx:     uint32(len(e.queues)),
+		ns:      ns,
+		name:    qName,
+		cfg:     DefaultQueueConfig(),
+		created: created,
+		ready:   slotHeap{ord: byServing},
+		dead:    slotHeap{ord: bySeq},
+	}
+	e.queues = append(e.queues, q)
+	ns.queues[qName] = q.idx
+	return q
+}
+
+// configure installs a new config; a key-mode change re-places every
+// keyed job under the new rules.
+func (e *Engine) configure(q *queue, cfg QueueConfig) {
+	if cfg.KeyMode == q.cfg.KeyMode {
+		q.cfg = cfg
+		return
+	}
+	var keyed []uint32
+	for _, c := range q.chains {
+		for _, s := range c.live() {
+			if e.jobs.get(s).state != StateReserved {
+				keyed = append(keyed, s)
+			}
+		}
+	}
+	for _, s := range keyed {
+		e.unplace(q, s)
+	}
+	for _, c := range q.chains {
+		c.rep = noSlot
+		c.sub.s = c.sub.s[:0]
+	}
+	q.cfg = cfg
+	for _, s := range keyed {
+		e.placePending(q, s)
+	}
+	for key := range q.chains {
+		e.refresh(q, key)
+	}
+}
+
+// purge deletes every job of a queue.
+func (e *Engine) purge(q *queue) {
+	var slots []uint32
+	e.forEachJob(func(slot uint32, j *job) {
+		if j.queue == q.idx {
+			slots = append(slots, slot)
+		}
+	})
+	for _, s := range slots {
+		e.deleteJob(q, s)
+	}
+}
+
+// forEachJob visits every live job in slot order.
+func (e *Engine) forEachJob(fn func(slot uint32, j *job)) {
+	for slot := uint32(0); slot < e.jobs.next; slot++ {
+		if j := e.jobs.get(slot); j.state != StateNone {
+			fn(slot, j)
+		}
+	}
+}
+
+// applyJob installs a job image, creating the job or replacing its state.
+func (e *Engine) applyJob(img *JobImage) {
+	q := e.ensureQueue(img.NS, img.Queue, img.Created)
+	k := makeIDKey(img.ID)
+	slot := e.idLookup(q.idx, &k)
+	isNew := slot == noSlot
+
+	var oldKey uint32
+	var oldTags []string
+	keepChain := false
+	if !isNew {
+		j := e.jobs.get(slot)
+		oldKey = j.key
+		if x := e.ext[slot]; x != nil {
+			oldTags = x.tags
+		}
+		oldPhase := e.phaseOf(slot)
+		keepChain = j.key != 0 && inChain(oldPhase) && inChain(img.Phase) && e.keys.names[j.key] == img.Key
+		e.unplace(q, slot)
+		if j.key != 0 && inChain(oldPhase) && !keepChain {
+			e.chainRemove(q, slot)
+		}
+	} else {
+		slot = e.jobs.alloc()
+	}
+
+	j := e.jobs.get(slot)
+	j.seq = img.Seq
+	j.at = img.At
+	j.prio = img.Prio
+	j.ttr = img.TTR
+	j.queue = q.idx
+	j.attempt = img.Attempt
+	j.tries = uint16(min(img.Tries, 0xffff))
+	j.flags = img.Flags &^ (fULID | fHasExt)
+	if img.Payload.has {
+		j.payload = img.Payload.Ref
+	}
+	if k.isULID {
+		j.flags |= fULID
+		j.id = k.u
+	}
+	if !keepChain {
+		if img.Key != "" {
+			j.key = e.keys.ref(img.Key)
+		} else {
+			j.key = 0
+		}
+	}
+	e.seq = max(e.seq, img.Seq)
+	e.nonce = max(e.nonce, img.Nonce)
+
+	// ext: everything rare.
+	x := e.ext[slot]
+	if x == nil {
+		x = &jobExt{}
+	}
+	oldExpire := x.expire
+	if !k.isULID {
+		x.clientID = img.ID
+		x.created = img.Created
+	} else if img.Created != int64(ulid.ULID(k.u).Time()) {
+		x.created = img.Created
+	} else {
+		x.created = 0
+	}
+	x.expire = img.Expire
+	if !slices.Equal(oldTags, img.Tags) {
+		e.indexTags(slot, oldTags, false)
+		x.tags = img.Tags
+		e.indexTags(slot, x.tags, true)
+	}
+	x.replyTo, x.cron, x.lastError = img.ReplyTo, img.Cron, img.LastError
+	x.retainResult, x.retainUntil = img.RetainResult, img.RetainUntil
+	x.result = BlobRef{}
+	if img.Result.has {
+		x.result = img.Result.Ref
+	}
+	if x.empty() {
+		delete(e.ext, slot)
+	} else {
+		e.ext[slot] = x
+		j.flags |= fHasExt
+	}
+	if isNew {
+		e.idInsert(slot)
+	}
+	if x.expire != 0 && (isNew || x.expire != oldExpire) {
+		e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seq})
+	}
+
+	if j.key != 0 && inChain(img.Phase) && !keepChain {
+		e.chainAdd(q, slot)
+	}
+	switch img.Phase {
+	case phaseReserved:
+		e.placeReserved(q, slot, resvInfo{nonce: img.Nonce, until: img.Until, ttr: img.ResvTTR, origAt: img.At})
+	case phaseDead:
+		e.setState(q, j, StateDead)
+		e.hpush(&q.dead, slot)
+	case phaseCompleted:
+		e.setState(q, j, StateCompleted)
+		e.tpush(&e.completed, img.RetainUntil, slot)
+	default:
+		e.placePending(q, slot)
+	}
+	if !isNew && !keepChain && oldKey != 0 {
+		// the new key reference was taken above, so a same-key re-place
+		// never drops the interned string
+		if oldKey != j.key {
+			e.refresh(q, oldKey)
+		}
+		e.keys.unref(oldKey)
+	}
+	if j.key != 0 {
+		e.refresh(q, j.key)
+	}
+}
+
+// image captures the job in slot as a record image.
+func (e *Engine) image(q *queue, slot uint32) JobImage {
+	j := e.jobs.get(slot)
+	img := JobImage{
+		NS:      q.ns.name,
+		Queue:   q.name,
+		ID:      e.jobID(slot),
+		Seq:     j.seq,
+		Phase:   e.phaseOf(slot),
+		At:      j.at,
+		Created: e.created(slot),
+		Prio:    j.prio,
+		TTR:     j.ttr,
+		Tries:   uint32(j.tries),
+		Attempt: j.attempt,
+		Flags:   j.flags &^ (fULID | fHasExt),
+		Key:     e.keys.names[j.key],
+		Payload: refBlob(j.payload),
+	}
+	if x := e.ext[slot]; x != nil {
+		img.Expire = x.expire
+		img.Tags = x.tags
+		img.ReplyTo, img.Cron, img.LastError = x.replyTo, x.cron, x.lastError
+		img.RetainResult, img.RetainUntil = x.retainResult, x.retainUntil
+		if j.flags&fHasResult != 0 {
+			img.Result = refBlob(x.result)
+		}
+	}
+	if r, ok := e.resv[slot]; ok {
+		img.At = r.origAt
+		img.Nonce, img.Until, img.ResvTTR = r.nonce, r.until, r.ttr
+	}
+	return img
+}

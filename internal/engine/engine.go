@@ -1,0 +1,309 @@
+// Package engine is chronoq's state machine: namespaces, queues, jobs and
+// every rule of what a queue does. It has no goroutines, no I/O and no
+// clock: every call receives `now`, and every change is expressed as an
+// Entry of records that the caller's Sink logs before the engine applies it
+// (see record.go). Time-derived transitions — delayed→ready, reservation
+// expiry, TTL, retention — are computed from timestamps whenever a call
+// arrives (advance.go), so replaying the log at the records' own times
+// rebuilds exactly the same state.
+//
+// An Engine is not safe for concurrent use: one goroutine (the broker's
+// loop) owns it.
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"io"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/robfig/cron/v3"
+)
+
+// Sink logs an entry before the engine applies it. Append encodes ent,
+// buffers it for the next durable write and calls ent.Locate with the
+// position its bytes will have, so inline blobs get their references. An
+// error means nothing was logged; the engine then changes nothing and
+// returns the error.
+type Sink interface {
+	Append(ent *Entry) error
+}
+
+// Options configures a new Engine.
+type Options struct {
+	Sink Sink
+	// Seed seeds the jitter source; 0 picks a random seed. Jitter only
+	// matters when a command is decided, never on replay: the chosen
+	// activation time is in the record.
+	Seed uint64
+	// Entropy feeds ULID generation; nil uses crypto/rand.
+	Entropy io.Reader
+}
+
+// DefaultNamespace always exists.
+const DefaultNamespace = "default"
+
+type namespace struct {
+	name   string
+	cfg    NamespaceConfig
+	queues map[string]uint32
+}
+
+type queue struct {
+	idx     uint32
+	ns      *namespace
+	name    string
+	cfg     QueueConfig
+	paused  bool
+	created int64
+	counts  Counts
+	ready   slotHeap // byServing
+	dead    slotHeap // bySeq
+	chains  map[uint32]*chain
+}
+
+type token struct {
+	ns   string
+	desc string
+}
+
+// Engine is the state machine. Create it with New.
+type Engine struct {
+	now  int64
+	sink Sink
+
+	jobs slab
+	ids  idTable
+	ext  map[uint32]*jobExt
+	resv map[uint32]resvInfo
+
+	nss    map[string]*namespace
+	queues []*queue // by index; nil once deleted
+
+	delayed   slotHeap // all pending jobs whose activation is in the future
+	reserved  timeHeap // by reservation deadline
+	completed timeHeap // by retention end
+	ttl       ttlHeap  // lazily validated TTL deadlines
+	idem      map[string]idemEnt
+	idemQ     idemHeap
+
+	keys     intern
+	tagIndex map[string]map[uint32]struct{}
+
+	seq   uint64 // last enqueue sequence number handed out
+	nonce uint64 // last reservation number handed out
+
+	rng     *mrand.Rand
+	entropy io.Reader
+	crons   map[string]cron.Schedule
+	tokens  map[string]token // by token hash
+
+	stats Stats
+	ent   Entry // scratch entry for the command being decided
+	dirty map[uint32]struct{}
+	tmp   []uint32
+}
+
+// New returns an empty engine holding only the default namespace.
+func New(opts Options) *Engine {
+	seed := opts.Seed
+	if seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		seed = binary.LittleEndian.Uint64(b[:]) | 1
+	}
+	ent := opts.Entropy
+	if ent == nil {
+		ent = rand.Reader
+	}
+	e := &Engine{
+		sink:     opts.Sink,
+		ids:      newIDTable(),
+		ext:      make(map[uint32]*jobExt),
+		resv:     make(map[uint32]resvInfo),
+		nss:      make(map[string]*namespace),
+		delayed:  slotHeap{ord: byActivation},
+		idem:     make(map[string]idemEnt),
+		keys:     newIntern(),
+		tagIndex: make(map[string]map[uint32]struct{}),
+		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		entropy:  ulid.Monotonic(ent, 0),
+		crons:    make(map[string]cron.Schedule),
+		tokens:   make(map[string]token),
+		dirty:    make(map[uint32]struct{}),
+	}
+	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
+	return e
+}
+
+// SetSink replaces the sink (the broker installs the log after replay).
+func (e *Engine) SetSink(s Sink) { e.sink = s }
+
+// Now is the engine's current time: the latest time it has been given.
+func (e *Engine) Now() time.Time { return time.UnixMilli(e.now).UTC() }
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// commit logs the scratch entry and applies it. On a sink error nothing
+// changes.
+func (e *Engine) commit() error {
+	if len(e.ent.Records) == 0 {
+		return nil
+	}
+	if e.sink != nil {
+		if err := e.sink.Append(&e.ent); err != nil {
+			return err
+		}
+	}
+	e.applyRecords(&e.ent)
+	return nil
+}
+
+// begin advances time and readies the scratch entry for a new command.
+func (e *Engine) begin(now time.Time) {
+	e.Advance(now)
+	e.ent.reset(e.now)
+}
+
+// TakeDirty calls fn for every queue that gained ready jobs (or was resumed)
+// since the last call, so the broker can wake the waiters parked on it.
+func (e *Engine) TakeDirty(fn func(ns, queue string)) {
+	for qi := range e.dirty {
+		if q := e.queueAt(qi); q != nil {
+			fn(q.ns.name, q.name)
+		}
+		delete(e.dirty, qi)
+	}
+}
+
+func (e *Engine) queueAt(i uint32) *queue {
+	if int(i) < len(e.queues) {
+		return e.queues[i]
+	}
+	return nil
+}
+
+func (e *Engine) findNS(name string) (*namespace, error) {
+	ns := e.nss[name]
+	if ns == nil {
+		return nil, errf(CodeNamespaceNotFound, "namespace %q not found", name)
+	}
+	return ns, nil
+}
+
+func (e *Engine) findQueue(nsName, qName string) (*queue, error) {
+	ns, err := e.findNS(nsName)
+	if err != nil {
+		return nil, err
+	}
+	qi, ok := ns.queues[qName]
+	if !ok {
+		return nil, errf(CodeQueueNotFound, "queue %q not found in namespace %q", qName, nsName)
+	}
+	return e.queues[qi], nil
+}
+
+func (e *Engine) findJob(nsName, qName, id string) (*queue, uint32, error) {
+	q, err := e.findQueue(nsName, qName)
+	if err != nil {
+		return nil, noSlot, err
+	}
+	k := makeIDKey(id)
+	slot := e.idLookup(q.idx, &k)
+	if slot == noSlot {
+		return q, noSlot, errf(CodeJobNotFound, "job %q not found in queue %q", id, qName)
+	}
+	return q, slot, nil
+}
+
+// jobID renders the id of the job in slot.
+func (e *Engine) jobID(slot uint32) string {
+	j := e.jobs.get(slot)
+	if j.flags&fULID != 0 {
+		return ulid.ULID(j.id).String()
+	}
+	return e.ext[slot].clientID
+}
+
+func (e *Engine) created(slot uint32) int64 {
+	if x := e.ext[slot]; x != nil && x.created != 0 {
+		return x.created
+	}
+	j := e.jobs.get(slot)
+	if j.flags&fULID != 0 {
+		return int64(ulid.ULID(j.id).Time())
+	}
+	return 0
+}
+
+func (e *Engine) cronSchedule(spec string) (cron.Schedule, error) {
+	if s, ok := e.crons[spec]; ok {
+		return s, nil
+	}
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(e.crons) > 4096 {
+		clear(e.crons)
+	}
+	e.crons[spec] = s
+	return s, nil
+}
+
+// intern maps key strings to small ids shared by all queues, with
+// reference counts so unused keys are forgotten.
+type intern struct {
+	ids   map[string]uint32
+	names []string
+	refs  []uint32
+	free  []uint32
+}
+
+func newIntern() intern {
+	return intern{ids: map[string]uint32{}, names: []string{""}, refs: []uint32{0}}
+}
+
+func (in *intern) ref(s string) uint32 {
+	if id, ok := in.ids[s]; ok {
+		in.refs[id]++
+		return id
+	}
+	var id uint32
+	if n := len(in.free); n > 0 {
+		id = in.free[n-1]
+		in.free = in.free[:n-1]
+		in.names[id] = s
+		in.refs[id] = 1
+	} else {
+		id = uint32(len(in.names))
+		in.names = append(in.names, s)
+		in.refs = append(in.refs, 1)
+	}
+	in.ids[s] = id
+	return id
+}
+
+func (in *intern) unref(id uint32) {
+	if id == 0 {
+		return
+	}
+	in.refs[id]--
+	if in.refs[id] == 0 {
+		delete(in.ids, in.names[id])
+		in.names[id] = ""
+		in.free = append(in.free, id)
+	}
+}
+
+// Stats counts what the engine did since it was created (replay included).
+type Stats struct {
+	Put, Taken, Acked, Nacked, Dead, Expired, Cancelled uint64
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats { return e.stats }

@@ -1,0 +1,95 @@
+package engine
+
+import "fmt"
+
+// checkInvariants walks the engine's structures and reports the first
+// inconsistency: every live job findable by id, in exactly the structure
+// its state names, chains ordered, counts matching.
+func (e *Engine) checkInvariants() error {
+	counts := map[uint32]*Counts{}
+	var err error
+	e.forEachJob(func(slot uint32, j *job) {
+		if err != nil {
+			return
+		}
+		q := e.queues[j.queue]
+		if q == nil {
+			err = fmt.Errorf("slot %d: queue %d gone", slot, j.queue)
+			return
+		}
+		k := e.slotKey(slot)
+		if got := e.idLookup(j.queue, &k); got != slot {
+			err = fmt.Errorf("slot %d (%s): id lookup gives %d", slot, e.jobID(slot), got)
+			return
+		}
+		if counts[j.queue] == nil {
+			counts[j.queue] = &Counts{}
+		}
+		*(&queue{counts: *counts[j.queue]}).countOf(j.state)++
+		c := counts[j.queue]
+		switch j.state {
+		case StateDelayed:
+			c.Delayed++
+			if int(j.hidx) >= len(e.delayed.s) || e.delayed.s[j.hidx] != slot {
+				err = fmt.Errorf("slot %d delayed but not in delayed heap", slot)
+			}
+		case StateReady:
+			c.Ready++
+			if int(j.hidx) >= len(q.ready.s) || q.ready.s[j.hidx] != slot {
+				err = fmt.Errorf("slot %d ready but not in ready heap", slot)
+			}
+		case StateBlocked:
+			c.Blocked++
+		case StateReserved:
+			c.Reserved++
+			if _, ok := e.resv[slot]; !ok {
+				err = fmt.Errorf("slot %d reserved without reservation", slot)
+			}
+		case StateDead:
+			c.Dead++
+		case StateCompleted:
+			c.Completed++
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, q := range e.queues {
+		if q == nil {
+			continue
+		}
+		want := Counts{}
+		if c := counts[q.idx]; c != nil {
+			want = *c
+		}
+		if q.counts != want {
+			return fmt.Errorf("queue %s counts %+v, jobs say %+v", q.name, q.counts, want)
+		}
+		for key, c := range q.chains {
+			live := c.live()
+			res := 0
+			for i, s := range live {
+				j := e.jobs.get(s)
+				if j.state == StateNone || j.key != key || j.queue != q.idx {
+					return fmt.Errorf("chain %s/%s holds slot %d in state %s key %d", q.name, e.keys.names[key], s, j.state, j.key)
+				}
+				if i > 0 && e.jobs.get(live[i-1]).seq >= j.seq {
+					return fmt.Errorf("chain %s/%s out of order", q.name, e.keys.names[key])
+				}
+				if j.state == StateReserved {
+					res++
+				}
+				if j.state == StateDead || j.state == StateCompleted {
+					return fmt.Errorf("chain holds %s job", j.state)
+				}
+			}
+			if res != c.reserved {
+				return fmt.Errorf("chain %s/%s reserved=%d, holds %d reserved", q.name, e.keys.names[key], c.reserved, res)
+			}
+		}
+	}
+	if e.ids.n != e.jobs.live {
+		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
+	}
+	return nil
+}

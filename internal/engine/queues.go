@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// CreateNamespace creates a namespace; an existing name is a conflict.
+func (e *Engine) CreateNamespace(now time.Time, name string, cfg NamespaceConfig) (NamespaceInfo, error) {
+	e.begin(now)
+	if !ValidNamespaceName(name) {
+		return NamespaceInfo{}, badf("name", "must match [A-Za-z0-9_.-]{1,%d}, got %q", MaxNSLen, name)
+	}
+	if _, ok := e.nss[name]; ok {
+		return NamespaceInfo{}, errf(CodeConflict, "namespace %q already exists", name)
+	}
+	r := e.ent.add()
+	r.Kind, r.NS, r.NSConfig = KindNamespace, name, cfg
+	if err := e.commit(); err != nil {
+		return NamespaceInfo{}, err
+	}
+	return NamespaceInfo{Name: name, Config: cfg}, nil
+}
+
+// Namespaces lists every namespace by name.
+func (e *Engine) Namespaces() []NamespaceInfo {
+	out := make([]NamespaceInfo, 0, len(e.nss))
+	for _, ns := range e.nss {
+		out = append(out, NamespaceInfo{Name: ns.name, Config: ns.cfg})
+	}
+	slices.SortFunc(out, func(a, b NamespaceInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// AddToken stores a namespace token by its hash (the engine never sees the
+// token itself).
+func (e *Engine) AddToken(now time.Time, ns, hash, desc string) error {
+	e.begin(now)
+	if _, err := e.findNS(ns); err != nil {
+		return err
+	}
+	if len(desc) > 1024 {
+		return badf("description", "must be at most 1024 bytes, got %d", len(desc))
+	}
+	r := e.ent.add()
+	r.Kind, r.NS, r.TokenHash, r.TokenDesc = KindToken, ns, hash, desc
+	return e.commit()
+}
+
+// RevokeToken forgets a token of ns; revoking an unknown token is a no-op.
+func (e *Engine) RevokeToken(now time.Time, ns, hash string) error {
+	e.begin(now)
+	if _, err := e.findNS(ns); err != nil {
+		return err
+	}
+	if t, ok := e.tokens[hash]; !ok || t.ns != ns {
+		return nil
+	}
+	r := e.ent.add()
+	r.Kind, r.TokenHash = KindTokenDelete, hash
+	return e.commit()
+}
+
+// TokenNamespace returns the namespace of a token hash.
+func (e *Engine) TokenNamespace(hash string) (string, bool) {
+	t, ok := e.tokens[hash]
+	return t.ns, ok
+}
+
+// HasTokens reports whether any namespace token exists.
+func (e *Engine) HasTokens() bool { return len(e.tokens) > 0 }
+
+// PutQueue creates a queue or merges a config patch into it.
+func (e *Engine) PutQueue(now time.Time, ns, qn string, p QueuePatch) (QueueInfo, bool, error) {
+	e.begin(now)
+	if err := checkNames(ns, qn); err != nil {
+		return QueueInfo{}, false, err
+	}
+	if _, err := e.findNS(ns); err != nil {
+		return QueueInfo{}, false, err
+	}
+	q := e.lookupQueue(ns, qn)
+	cur, paused, created := DefaultQueueConfig(), false, e.now
+	if q != nil {
+		cur, paused, created = q.cfg, q.paused, q.created
+	}
+	cfg, err := validatePatch(cur, p)
+	if err != nil {
+		return QueueInfo{}, false, err
+	}
+	r := e.ent.add()
+	r.Kind, r.NS, r.Queue, r.QConfig, r.QPaused, r.QCreated = KindQueue, ns, qn, cfg, paused, created
+	if err := e.commit(); err != nil {
+		return QueueInfo{}, false, err
+	}
+	return e.info(e.lookupQueue(ns, qn)), q == nil, nil
+}
+
+// Queue describes one queue.
+func (e *Engine) Queue(now time.Time, ns, qn string) (QueueInfo, error) {
+	e.Advance(now)
+	q, err := e.findQueue(ns, qn)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return e.info(q), nil
+}
+
+// Queues describes every queue of a namespace, by name.
+func (e *Engine) Queues(now time.Time, ns string) ([]QueueInfo, error) {
+	e.Advance(now)
+	nsObj, err := e.findNS(ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueInfo, 0, len(nsObj.queues))
+	for _, qi := range nsObj.queues {
+		out = append(out, e.info(e.queues[qi]))
+	}
+	slices.SortFunc(out, func(a, b QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// AllQueues describes every queue of every namespace (for metrics).
+func (e *Engine) AllQueues(now time.Time) []QueueInfo {
+	e.Advance(now)
+	var out []QueueInfo
+	for _, q := range e.queues {
+		if q != nil {
+			out = append(out, e.info(q))
+		}
+	}
+	return out
+}
+
+func (e *Engine) info(q *queue) QueueInfo {
+	qi := QueueInfo{Namespace: q.ns.name, Name: q.name, Config: q.cfg, Paused: q.paused, Counts: q.counts, CreatedAt: fromMS(q.created)}
+	if len(q.ready.s) > 0 {
+		oldest := e.jobs.get(q.ready.s[0]).at
+		for _, s := range q.ready.s {
+			oldest = min(oldest, e.jobs.get(s).at)
+		}
+		if age := e.now - oldest; age > 0 {
+			qi.OldestReadyAge = time.Duration(age) * time.Millisecond
+		}
+	}
+	return qi
+}
+
+// SetPaused pauses (hands out nothing, still accepts puts) or resumes a queue.
+func (e *Engine) SetPaused(now time.Time, ns, qn string, paused bool) (QueueInfo, error) {
+	e.begin(now)
+	q, err := e.findQueue(ns, qn)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	if q.paused != paused {
+		r := e.ent.add()
+		r.Kind, r.NS, r.Queue, r.QConfig, r.QPaused, r.QCreated = KindQueue, ns, qn, q.cfg, paused, q.created
+		if err := e.commit(); err != nil {
+			return QueueInfo{}, err
+		}
+	}
+	return e.info(q), nil
+}
+
+// PurgeQueue deletes every job of a queue, reserved ones included.
+func (e *Engine) PurgeQueue(now time.Time, ns, qn string) (int, error) {
+	e.begin(now)
+	q, err := e.findQueue(ns, qn)
+	if err != nil {
+		return 0, err
+	}
+	n := int(q.counts.Total())
+	r := e.ent.add()
+	r.Kind, r.NS, r.Queue = KindQueuePurge, ns, qn
+	if err := e.commit(); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// DeleteQueue deletes a queue and its jobs.
+func (e *Engine) DeleteQueue(now time.Time, ns, qn string) error {
+	e.begin(now)
+	if _, err := e.findQueue(ns, qn); err != nil {
+		return err
+	}
+	r := e.ent.add()
+	r.Kind, r.NS, r.Queue = KindQueueDelete, ns, qn
+	return e.commit()
+}

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Take reserves up to req.Max ready jobs, trying the listed queues in order
+// and each queue in serving order. Missing queues are skipped (workers may
+// start before producers); paused queues hand out nothing.
+func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) {
+	e.begin(now)
+	n := req.Max
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > MaxTake {
+		return nil, badf("max", "must be between 1 and %d, got %d", MaxTake, req.Max)
+	}
+	if len(req.Queues) == 0 {
+		return nil, badf("queues", "name at least one queue")
+	}
+	var ttr uint32
+	if req.TTR != nil {
+		if *req.TTR < time.Millisecond || *req.TTR > MaxTTR {
+			return nil, badf("ttr", "must be between 1ms and %s, got %s", MaxTTR, *req.TTR)
+		}
+		ttr = uint32(req.TTR.Milliseconds())
+	}
+	nsObj, err := e.findNS(ns)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range req.Queues {
+		if !ValidQueueName(name) {
+			return nil, badf(fmt.Sprintf("queues[%d]", i), "must match [A-Za-z0-9_.-]{1,%d}, got %q", MaxQueueNameLen, name)
+		}
+	}
+	picked := e.tmp[:0]
+	seen := 0
+	for i, name := range req.Queues {
+		if len(picked) >= n {
+			break
+		}
+		dupName := false
+		for _, prev := range req.Queues[:i] {
+			dupName = dupName || prev == name
+		}
+		qi, ok := nsObj.queues[name]
+		if !ok || dupName {
+			continue
+		}
+		q := e.queues[qi]
+		if q.paused {
+			continue
+		}
+		picked = e.hbest(&q.ready, n-len(picked), picked)
+		seen++
+	}
+	e.tmp = picked
+	if len(picked) == 0 {
+		return nil, nil
+	}
+	for i, slot := range picked {
+		q := e.queues[e.jobs.get(slot).queue]
+		r := e.ent.add()
+		r.Kind = KindJob
+		r.Job = e.image(q, slot)
+		img := &r.Job
+		img.Phase = phaseReserved
+		img.Attempt++
+		img.Nonce = e.nonce + uint64(i) + 1
+		img.ResvTTR = img.TTR
+		if ttr != 0 {
+			img.ResvTTR = ttr
+		}
+		img.Until = e.now + int64(img.ResvTTR)
+	}
+	e.stampCounters(0, uint64(len(picked)))
+	if err := e.commit(); err != nil {
+		return nil, err
+	}
+	e.stats.Taken += uint64(len(picked))
+	out := make([]Job, len(picked))
+	for i, slot := range picked {
+		out[i] = e.view(e.queues[e.jobs.get(slot).queue], slot)
+	}
+	return out, nil
+}
+
+func formatReceipt(seq, nonce uint64) string {
+	return strconv.FormatUint(seq, 36) + "-" + strconv.FormatUint(nonce, 36)
+}
+
+// checkReceipt verifies that the job is reserved and, unless any is set,
+// that receipt names its current reservation.
+func (e *Engine) checkReceipt(slot uint32, id, receipt string, any bool) error {
+	j := e.jobs.get(slot)
+	if j.state != StateReserved {
+		return errf(CodeConflict, "job %q is not reserved (it is %s)", id, j.state)
+	}
+	if any {
+		return nil
+	}
+	if receipt == "" {
+		return badf("receipt", "required: the receipt from the take that reserved the job")
+	}
+	if receipt != formatReceipt(j.seq, e.resv[slot].nonce) {
+		return errf(CodeConflict, "receipt does not match the current reservation of job %q (it expired or the job was taken again)", id)
+	}
+	return nil
+}
+
+// backoff computes the queue's retry delay for the given attempt.
+func (e *Engine) backoff(b Backoff, attempt uint32) int64 {
+	d := float64(b.Initial.Milliseconds())
+	if attempt > 1 {
+		d *= math.Pow(b.Multiplier, float64(attempt-1))
+	}
+	if maxMS := float64(b.Max.Milliseconds()); d > maxMS || math.IsInf(d, 0) || math.IsNaN(d) {
+		d = maxMS
+	}
+	if b.Jitter > 0 {
+		d *= 1 - b.Jitter + 2*b.Jitter*e.rng.Float64()
+	}
+	return int64(math.Round(d))
+}
