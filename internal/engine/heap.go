@@ -7,9 +7,9 @@ package engine
 type order uint8
 
 const (
-	byServing order = iota // ready: (priority, activate_at, seq)
-	byActivation           // delayed: (activate_at, seq)
-	bySeq                  // dead: enqueue order
+	byServing    order = iota // ready: (priority, activate_at, seq)
+	byActivation              // delayed: (activate_at, seq)
+	bySeq                     // dead: enqueue order
 )
 
 type slotHeap struct {

@@ -61,8 +61,8 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) tick(d time.Duration) { f.now = f.now.Add(d) }
 
 func dur(d time.Duration) *time.Duration { return &d }
-func u32(v uint32) *uint32             { return &v }
-func at(t time.Time) *time.Time        { return &t }
+func u32(v uint32) *uint32               { return &v }
+func at(t time.Time) *time.Time          { return &t }
 
 func (f *fixture) put(q string, req PutRequest) PutResult {
 	f.t.Helper()
