@@ -190,6 +190,12 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 
 	j := e.jobs.get(slot)
+	if !isNew {
+		e.trackBlob(j.payload, -1)
+		if x := e.ext[slot]; x != nil {
+			e.trackBlob(x.result, -1)
+		}
+	}
 	j.seq = img.Seq
 	j.at = img.At
 	j.prio = img.Prio
@@ -241,6 +247,8 @@ func (e *Engine) applyJob(img *JobImage) {
 	if img.Result.has {
 		x.result = img.Result.Ref
 	}
+	e.trackBlob(j.payload, 1)
+	e.trackBlob(x.result, 1)
 	if x.empty() {
 		delete(e.ext, slot)
 	} else {

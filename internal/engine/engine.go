@@ -101,6 +101,7 @@ type Engine struct {
 	tokens  map[string]token // by token hash
 
 	stats Stats
+	live  map[uint32]int64 // segment → bytes of live payloads and results
 	ent   Entry // scratch entry for the command being decided
 	dirty map[uint32]struct{}
 	tmp   []uint32
@@ -133,6 +134,7 @@ func New(opts Options) *Engine {
 		crons:    make(map[string]cron.Schedule),
 		tokens:   make(map[string]token),
 		dirty:    make(map[uint32]struct{}),
+		live:     make(map[uint32]int64),
 	}
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e

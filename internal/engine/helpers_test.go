@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 )
@@ -151,3 +152,5 @@ func wantCode(t *testing.T, err error, code Code, field string) {
 		t.Fatalf("want %s on field %q, got %s on field %q: %v", code, field, e.Code, e.Field, e)
 	}
 }
+
+func getenv(k string) string { return os.Getenv(k) }

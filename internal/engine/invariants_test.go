@@ -88,6 +88,18 @@ func (e *Engine) checkInvariants() error {
 			}
 		}
 	}
+	scan := map[uint32]int64{}
+	e.forEachJob(func(slot uint32, j *job) {
+		if j.payload.Len > 0 {
+			scan[j.payload.Segment] += int64(j.payload.Len)
+		}
+		if x := e.ext[slot]; x != nil && x.result.Len > 0 {
+			scan[x.result.Segment] += int64(x.result.Len)
+		}
+	})
+	if fmt.Sprint(scan) != fmt.Sprint(e.live) {
+		return fmt.Errorf("live bytes %v, scan says %v", e.live, scan)
+	}
 	if e.ids.n != e.jobs.live {
 		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
 	}

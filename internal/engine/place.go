@@ -286,9 +286,11 @@ func (e *Engine) deleteJob(q *queue, slot uint32) {
 	if key != 0 && wasChain {
 		e.chainRemove(q, slot)
 	}
+	e.trackBlob(j.payload, -1)
 	x := e.ext[slot]
 	if x != nil {
 		e.indexTags(slot, x.tags, false)
+		e.trackBlob(x.result, -1)
 	}
 	e.idRemove(slot)
 	delete(e.ext, slot)

@@ -55,6 +55,7 @@ type putPlan struct {
 	idems   map[string]int
 	count   map[string]int // target → jobs this entry adds
 	n       int
+	multi   bool // the entry may put more than one job: track them
 }
 
 func (t *target) key() string { return t.ns + "\x00" + t.name + "\x00" }
@@ -156,9 +157,12 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 
 	// Duplicates: a client id of a job that exists, or an idempotency key
 	// within the window — in the log or earlier in this same entry.
-	tk := t.key()
+	var tk string
+	if plan.multi {
+		tk = t.key()
+	}
 	if req.ID != "" {
-		if i, ok := plan.ids[tk+req.ID]; ok {
+		if i, ok := plan.ids[tk+req.ID]; ok && plan.multi {
 			out.dupOf = i
 			return out, nil
 		}
@@ -172,7 +176,7 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		}
 	}
 	if req.IdempotencyKey != "" {
-		if i, ok := plan.idems[tk+req.IdempotencyKey]; ok {
+		if i, ok := plan.idems[tk+req.IdempotencyKey]; ok && plan.multi {
 			out.dupOf = i
 			return out, nil
 		}
@@ -184,6 +188,9 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 	}
 	if t.cfg.MaxJobs > 0 {
 		n := uint64(plan.count[t.key()])
+		if !plan.multi {
+			n = 0
+		}
 		if t.q != nil {
 			n += t.q.counts.Total() - t.q.counts.Completed
 		}
@@ -232,7 +239,7 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		ir.Kind, ir.NS, ir.Queue = KindIdem, t.ns, t.name
 		ir.IdemKey, ir.IdemID, ir.IdemExpire, ir.IdemAt = req.IdempotencyKey, id, now+t.cfg.DedupWindow.Milliseconds(), at
 	}
-	if plan.ids == nil {
+	if plan.ids == nil && plan.multi {
 		plan.ids, plan.idems, plan.count = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	out.id = id
@@ -295,7 +302,7 @@ func (e *Engine) PutBatch(now time.Time, ns, q string, reqs []PutRequest) ([]Put
 
 func (e *Engine) putMany(now time.Time, ns, qn string, reqs []PutRequest, listField string) ([]PutResult, error) {
 	e.begin(now)
-	var plan putPlan
+	plan := putPlan{multi: len(reqs) > 1}
 	t, err := e.resolveTarget(ns, qn, &plan)
 	if err != nil {
 		return nil, err
@@ -309,7 +316,7 @@ func (e *Engine) putMany(now time.Time, ns, qn string, reqs []PutRequest, listFi
 			}
 			return nil, err
 		}
-		if p.id != "" {
+		if p.id != "" && plan.multi {
 			tk := t.key()
 			if reqs[i].ID != "" {
 				plan.ids[tk+reqs[i].ID] = i
@@ -351,7 +358,8 @@ func (e *Engine) putResults(outs []planned) []PutResult {
 			q := e.lookupQueue(p.t.ns, p.t.name)
 			k := makeIDKey(p.id)
 			slot := e.idLookup(q.idx, &k)
-			res[i] = e.putResultOf(q, slot, false)
+			j := e.jobs.get(slot)
+			res[i] = PutResult{ID: p.id, Seq: j.seq, State: j.state, ActivateAt: fromMS(j.at)}
 		}
 	}
 	return res

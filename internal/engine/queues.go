@@ -6,21 +6,22 @@ import (
 	"time"
 )
 
-// CreateNamespace creates a namespace; an existing name is a conflict.
-func (e *Engine) CreateNamespace(now time.Time, name string, cfg NamespaceConfig) (NamespaceInfo, error) {
+// CreateNamespace creates a namespace. Creating one that exists changes
+// nothing and answers it with created=false.
+func (e *Engine) CreateNamespace(now time.Time, name string, cfg NamespaceConfig) (NamespaceInfo, bool, error) {
 	e.begin(now)
 	if !ValidNamespaceName(name) {
-		return NamespaceInfo{}, badf("name", "must match [A-Za-z0-9_.-]{1,%d}, got %q", MaxNSLen, name)
+		return NamespaceInfo{}, false, badf("name", "must match [A-Za-z0-9_.-]{1,%d}, got %q", MaxNSLen, name)
 	}
-	if _, ok := e.nss[name]; ok {
-		return NamespaceInfo{}, errf(CodeConflict, "namespace %q already exists", name)
+	if ns, ok := e.nss[name]; ok {
+		return NamespaceInfo{Name: name, Config: ns.cfg}, false, nil
 	}
 	r := e.ent.add()
 	r.Kind, r.NS, r.NSConfig = KindNamespace, name, cfg
 	if err := e.commit(); err != nil {
-		return NamespaceInfo{}, err
+		return NamespaceInfo{}, false, err
 	}
-	return NamespaceInfo{Name: name, Config: cfg}, nil
+	return NamespaceInfo{Name: name, Config: cfg}, true, nil
 }
 
 // Namespaces lists every namespace by name.
@@ -190,4 +191,13 @@ func (e *Engine) DeleteQueue(now time.Time, ns, qn string) error {
 	r := e.ent.add()
 	r.Kind, r.NS, r.Queue = KindQueueDelete, ns, qn
 	return e.commit()
+}
+
+// Tokens returns every namespace token hash with its namespace.
+func (e *Engine) Tokens() map[string]string {
+	out := make(map[string]string, len(e.tokens))
+	for h, t := range e.tokens {
+		out[h] = t.ns
+	}
+	return out
 }

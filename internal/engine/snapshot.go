@@ -94,15 +94,14 @@ func (e *Engine) Jobs() int { return e.jobs.live }
 
 // LiveBytes reports, per log segment, how many payload and result bytes of
 // live jobs it holds, so storage can tell which segments may go.
-func (e *Engine) LiveBytes() map[uint32]int64 {
-	out := make(map[uint32]int64)
-	e.forEachJob(func(slot uint32, j *job) {
-		if j.payload.Len > 0 {
-			out[j.payload.Segment] += int64(j.payload.Len)
-		}
-		if x := e.ext[slot]; x != nil && x.result.Len > 0 {
-			out[x.result.Segment] += int64(x.result.Len)
-		}
-	})
-	return out
+func (e *Engine) LiveBytes() map[uint32]int64 { return e.live }
+
+func (e *Engine) trackBlob(r BlobRef, sign int64) {
+	if r.Len == 0 {
+		return
+	}
+	e.live[r.Segment] += sign * int64(r.Len)
+	if e.live[r.Segment] == 0 {
+		delete(e.live, r.Segment)
+	}
 }

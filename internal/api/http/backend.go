@@ -9,8 +9,8 @@ import (
 
 // Backend is everything the HTTP API needs from the server. The broker
 // implements it; every method returns engine errors (*engine.Error) for
-// rejected input, or errors wrapping broker.ErrUnavailable when the server
-// cannot accept writes (answered 503 with Retry-After).
+// rejected input, or errors wrapping ErrUnavailable (or an engine error with
+// CodeUnavailable) when the server cannot accept writes (answered 503 with Retry-After).
 //
 // Jobs come back with Data (and ResultData) filled with their bytes.
 type Backend interface {

@@ -1,0 +1,72 @@
+package httpapi
+
+import "net/http"
+
+func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	name, cfg, err := decodeNamespace(body)
+	if err != nil {
+		return err
+	}
+	info, created, err := s.b.CreateNamespace(r.Context(), name, cfg)
+	if err != nil {
+		return err
+	}
+	// Creating an existing namespace is not an error (scripts re-run their
+	// setup); 200 instead of 201 tells the caller nothing was created.
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, encodeNamespace(info))
+	return nil
+}
+
+func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+	nss, err := s.b.ListNamespaces(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]namespaceJSON, len(nss))
+	for i, n := range nss {
+		out[i] = encodeNamespace(n)
+	}
+	writeJSON(w, http.StatusOK, map[string][]namespaceJSON{"namespaces": out})
+	return nil
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
+	ns, err := pathNS(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	desc, err := decodeToken(body)
+	if err != nil {
+		return err
+	}
+	tok, err := s.b.CreateToken(r.Context(), ns, desc)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"token": tok})
+	return nil
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
+	ns, err := pathNS(r)
+	if err != nil {
+		return err
+	}
+	if err := s.b.RevokeToken(r.Context(), ns, r.PathValue("token")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+)
+
+func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
+	ns, ch, err := pathChannel(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	data, err := decodePublish(body, s.lim)
+	if err != nil {
+		return err
+	}
+	offset, epoch, err := s.b.Publish(r.Context(), ns, ch, data)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Offset uint64 `json:"offset"`
+		Epoch  string `json:"epoch"`
+	}{offset, epoch})
+	return nil
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
+	ns, ch, err := pathChannel(r)
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query()
+	var since uint64
+	if sv := v.Get("since"); sv != "" {
+		if since, err = strconv.ParseUint(sv, 10, 64); err != nil {
+			return badField("since", "must be a whole number (an offset), got %q", sv)
+		}
+	}
+	limit, err := queryLimit(v, defaultListLimit)
+	if err != nil {
+		return err
+	}
+	h, err := s.b.History(r.Context(), ns, ch, since, v.Get("epoch"), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, encodeHistory(h))
+	return nil
+}

@@ -1,0 +1,373 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
+
+// callRetention is how long a call's own job keeps its result after
+// completion even in a non-retaining queue (API.md rule 7), so a caller
+// whose wait ran out can still fetch it with GET .../result.
+const callRetention = time.Minute
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodePut(body, s.lim)
+	if err != nil {
+		return err
+	}
+	res, err := s.b.Put(r.Context(), ns, q, req)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, encodePut(res))
+	return nil
+}
+
+func (s *Server) putBatch(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	reqs, err := decodeBatch(body, s.lim)
+	if err != nil {
+		return err
+	}
+	res, err := s.b.PutBatch(r.Context(), ns, q, reqs)
+	if err != nil {
+		return err
+	}
+	out := make([]putJSON, len(res))
+	for i, pr := range res {
+		out[i] = encodePut(pr)
+	}
+	writeJSON(w, http.StatusCreated, map[string][]putJSON{"jobs": out})
+	return nil
+}
+
+func (s *Server) takeQueue(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	return s.take(w, r, ns, q)
+}
+
+func (s *Server) takeMulti(w http.ResponseWriter, r *http.Request) error {
+	ns, err := pathNS(r)
+	if err != nil {
+		return err
+	}
+	return s.take(w, r, ns, "")
+}
+
+// take serves both take routes; q is "" for the namespace-wide one, whose
+// queues come from the body.
+func (s *Server) take(w http.ResponseWriter, r *http.Request, ns, q string) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, wait, err := decodeTake(body, q == "", s.lim)
+	if err != nil {
+		return err
+	}
+	if q != "" {
+		req.Queues = []string{q}
+	}
+	jobs, err := s.b.Take(r.Context(), ns, req, wait)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobsJSON{Jobs: encodeJobs(jobs)})
+	return nil
+}
+
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeAck(body, q, s.lim)
+	if err != nil {
+		return err
+	}
+	res, err := s.b.Ack(r.Context(), ns, q, id, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID     string `json:"id"`
+		State  string `json:"state"`
+		NextID string `json:"next_id,omitempty"`
+	}{res.ID, res.State, res.NextID})
+	return nil
+}
+
+func (s *Server) nack(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeNack(body)
+	if err != nil {
+		return err
+	}
+	st, err := s.b.Nack(r.Context(), ns, q, id, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"state": st.String()})
+	return nil
+}
+
+func (s *Server) touch(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeTouch(body)
+	if err != nil {
+		return err
+	}
+	until, err := s.b.Touch(r.Context(), ns, q, id, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"reserved_until": fmtTime(until)})
+	return nil
+}
+
+func (s *Server) bury(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeBury(body)
+	if err != nil {
+		return err
+	}
+	if err := s.b.Bury(r.Context(), ns, q, id, req); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"state": engine.StateDead.String()})
+	return nil
+}
+
+func (s *Server) peek(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	job, err := s.b.Peek(r.Context(), ns, q, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, encodeJob(&job))
+	return nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query()
+	f, _, err := parseFilter(v)
+	if err != nil {
+		return err
+	}
+	limit, err := queryLimit(v, defaultListLimit)
+	if err != nil {
+		return err
+	}
+	res, err := s.b.List(r.Context(), ns, q, engine.ListRequest{Filter: f, Limit: limit, Cursor: v.Get("cursor")})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobsJSON{Jobs: encodeJobs(res.Jobs), NextCursor: res.NextCursor})
+	return nil
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeUpdate(body, s.lim)
+	if err != nil {
+		return err
+	}
+	job, err := s.b.Update(r.Context(), ns, q, id, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, encodeJob(&job))
+	return nil
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	if err := s.b.Cancel(r.Context(), ns, q, id, r.URL.Query().Get("receipt")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) cancelInQueue(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	return s.cancelByFilter(w, r, ns, q)
+}
+
+func (s *Server) cancelInNamespace(w http.ResponseWriter, r *http.Request) error {
+	ns, err := pathNS(r)
+	if err != nil {
+		return err
+	}
+	return s.cancelByFilter(w, r, ns, "")
+}
+
+// cancelByFilter insists on a filter: a bare DELETE on a collection must
+// never mean "everything" (purge exists for that).
+func (s *Server) cancelByFilter(w http.ResponseWriter, r *http.Request, ns, q string) error {
+	f, given, err := parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	if !given {
+		return badField("filter", "give at least one filter: state, key or tag.NAME=VALUE")
+	}
+	n, err := s.b.CancelByFilter(r.Context(), ns, q, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+	return nil
+}
+
+func (s *Server) respawn(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeRespawn(body)
+	if err != nil {
+		return err
+	}
+	n, err := s.b.Respawn(r.Context(), ns, q, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"respawned": n})
+	return nil
+}
+
+func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	n, err := s.b.PurgeDead(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+	return nil
+}
+
+func (s *Server) result(w http.ResponseWriter, r *http.Request) error {
+	ns, q, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	wait, err := queryWait(r.URL.Query(), s.opts.MaxWait)
+	if err != nil {
+		return err
+	}
+	info, done, err := s.b.Result(r.Context(), ns, q, id, wait)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if !done {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, encodeResult(info, done))
+	return nil
+}
+
+func (s *Server) call(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, wait, err := decodeCall(body, s.lim)
+	if err != nil {
+		return err
+	}
+	req.RetainResult = max(req.RetainResult, callRetention)
+	info, done, err := s.b.Call(r.Context(), ns, q, req, wait)
+	if err != nil {
+		return err
+	}
+	if !done {
+		writeJSON(w, http.StatusGatewayTimeout, callWaitingJSON{ID: info.ID, State: info.State.String()})
+		return nil
+	}
+	out := callDoneJSON{ID: info.ID}
+	out.Result, out.ResultBase64 = resultBlob(info)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,119 @@
+package httpapi
+
+import "net/http"
+
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
+	ns, err := pathNS(r)
+	if err != nil {
+		return err
+	}
+	qs, err := s.b.ListQueues(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := queuesJSON{Queues: make([]queueJSON, len(qs))}
+	for i := range qs {
+		out.Queues[i] = encodeQueue(&qs[i])
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	patch, err := decodeQueuePatch(body, s.lim)
+	if err != nil {
+		return err
+	}
+	info, created, err := s.b.PutQueue(r.Context(), ns, q, patch)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, encodeQueue(&info))
+	return nil
+}
+
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.b.GetQueue(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, encodeQueue(&info))
+	return nil
+}
+
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	if err := s.b.DeleteQueue(r.Context(), ns, q); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, true)
+}
+
+func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, false)
+}
+
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	if err := s.emptyBody(w, r); err != nil {
+		return err
+	}
+	info, err := s.b.SetPaused(r.Context(), ns, q, paused)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, encodeQueue(&info))
+	return nil
+}
+
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) error {
+	ns, q, err := pathQueue(r)
+	if err != nil {
+		return err
+	}
+	if err := s.emptyBody(w, r); err != nil {
+		return err
+	}
+	n, err := s.b.PurgeQueue(r.Context(), ns, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+	return nil
+}
+
+// emptyBody accepts no body, {} or whitespace on routes without fields.
+func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeEmpty(body)
+}

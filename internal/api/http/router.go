@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"bytes"
+	"net/http"
+)
+
+// handler is a route's code: it writes its own success answer and returns
+// the error to answer otherwise, so every failure goes through writeError.
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+// router is a ServeMux that answers unknown routes and wrong methods in the
+// API's JSON error shape instead of ServeMux's plain text.
+type router struct {
+	s        *Server
+	mux      *http.ServeMux
+	patterns []string
+}
+
+func newRouter(s *Server) *router { return &router{s: s, mux: http.NewServeMux()} }
+
+func (rt *router) handle(pattern string, sc scope, h handler) {
+	rt.handleHTTP(pattern, sc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			rt.s.writeError(w, r, err)
+		}
+	}))
+}
+
+func (rt *router) handleHTTP(pattern string, sc scope, h http.Handler) {
+	rt.patterns = append(rt.patterns, pattern)
+	rt.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := rt.s.authorize(r, sc); err != nil {
+			rt.s.writeError(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := rt.mux.Handler(r); pattern != "" {
+		rt.mux.ServeHTTP(w, r)
+		return
+	}
+	// No route matched. ServeMux knows whether that is a 404, a 405 (and
+	// which methods are allowed) or a redirect to a cleaned path; let it
+	// decide into a buffer, then answer 404 and 405 in JSON.
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	rt.mux.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusNotFound:
+		rt.s.writeError(w, r, newAPIError(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		rt.s.writeError(w, r, newAPIError(http.StatusMethodNotAllowed, "method_not_allowed", "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow")))
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
+	}
+}
+
+// recorder captures ServeMux's fallback answers (small, bodies of a line).
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(status int)      { r.status = status }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }

@@ -1,0 +1,213 @@
+// Package httpapi is chronoq's native HTTP API (/v1 on the main listener,
+// /admin on the admin listener) as API.md defines it. It decodes, checks
+// auth and limits, calls the Backend and encodes; no queue rule lives here.
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"runtime/debug"
+	"slices"
+	"time"
+)
+
+// Options configure a Server. Zero values pick the documented defaults.
+type Options struct {
+	// AdminToken, when set, is accepted on every route and required on the
+	// admin routes.
+	AdminToken string
+	// MaxPayload is the server-wide cap on a payload, a result or a
+	// published message, checked before the Backend sees the request.
+	// Default 1 MiB.
+	MaxPayload int64
+	// MaxBody caps a whole request body (413 above it). Default: room for
+	// one payload at MaxPayload in base64 with its fields, at least 16 MiB,
+	// which also bounds a batch.
+	MaxBody int64
+	// MaxWait caps the long-poll waits (take, result, call). Default 60s.
+	MaxWait time.Duration
+	// Logger receives server errors and recovered panics. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// RequireAuth demands a token on /v1 even when no token exists yet, for
+	// listeners that are not loopback-only.
+	RequireAuth bool
+	// Metrics, when set, is served at GET /metrics on the admin listener.
+	Metrics http.Handler
+}
+
+// Server holds the two handlers of the HTTP API.
+type Server struct {
+	b       Backend
+	opts    Options
+	lim     limits
+	maxBody int64
+	log     *slog.Logger
+	main    *router
+	admin   *router
+}
+
+const (
+	defaultMaxPayload = 1 << 20
+	defaultMaxWait    = 60 * time.Second
+	minMaxBody        = 16 << 20
+)
+
+// New builds the server and registers every route.
+func New(b Backend, opts Options) *Server {
+	if opts.MaxPayload <= 0 {
+		opts.MaxPayload = defaultMaxPayload
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = defaultMaxWait
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = max(minMaxBody, 2*opts.MaxPayload+1<<20)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{
+		b:       b,
+		opts:    opts,
+		lim:     limits{maxPayload: opts.MaxPayload, maxWait: opts.MaxWait},
+		maxBody: opts.MaxBody,
+		log:     opts.Logger,
+	}
+	s.main = newRouter(s)
+	s.admin = newRouter(s)
+	s.registerMain()
+	s.registerAdmin()
+	return s
+}
+
+// Main is the handler of the main listener: /v1 and /healthz.
+func (s *Server) Main() http.Handler { return s.recoverer(s.main) }
+
+// Admin is the handler of the admin listener: /admin, /healthz, /readyz,
+// /debug/pprof/ and /metrics.
+func (s *Server) Admin() http.Handler { return s.recoverer(s.admin) }
+
+// Routes lists every "METHOD /pattern" of both listeners, sorted, each once.
+func (s *Server) Routes() []string {
+	all := slices.Concat(s.main.patterns, s.admin.patterns)
+	slices.Sort(all)
+	return slices.Compact(all)
+}
+
+func (s *Server) registerMain() {
+	m := s.main
+	m.handle("GET /healthz", scopePublic, s.healthz)
+
+	m.handle("GET /v1/ns/{ns}/queues", scopeNamespace, s.listQueues)
+	m.handle("PUT /v1/ns/{ns}/queues/{q}", scopeNamespace, s.putQueue)
+	m.handle("GET /v1/ns/{ns}/queues/{q}", scopeNamespace, s.getQueue)
+	m.handle("DELETE /v1/ns/{ns}/queues/{q}", scopeNamespace, s.deleteQueue)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/pause", scopeNamespace, s.pauseQueue)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/resume", scopeNamespace, s.resumeQueue)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/purge", scopeNamespace, s.purgeQueue)
+
+	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs", scopeNamespace, s.put)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs/batch", scopeNamespace, s.putBatch)
+	m.handle("GET /v1/ns/{ns}/queues/{q}/jobs", scopeNamespace, s.list)
+	m.handle("DELETE /v1/ns/{ns}/queues/{q}/jobs", scopeNamespace, s.cancelInQueue)
+	m.handle("GET /v1/ns/{ns}/queues/{q}/jobs/{id}", scopeNamespace, s.peek)
+	m.handle("PATCH /v1/ns/{ns}/queues/{q}/jobs/{id}", scopeNamespace, s.update)
+	m.handle("DELETE /v1/ns/{ns}/queues/{q}/jobs/{id}", scopeNamespace, s.cancel)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs/{id}/ack", scopeNamespace, s.ack)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs/{id}/nack", scopeNamespace, s.nack)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs/{id}/touch", scopeNamespace, s.touch)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs/{id}/bury", scopeNamespace, s.bury)
+	m.handle("GET /v1/ns/{ns}/queues/{q}/jobs/{id}/result", scopeNamespace, s.result)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/take", scopeNamespace, s.takeQueue)
+	m.handle("POST /v1/ns/{ns}/take", scopeNamespace, s.takeMulti)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/call", scopeNamespace, s.call)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/dead/respawn", scopeNamespace, s.respawn)
+	m.handle("DELETE /v1/ns/{ns}/queues/{q}/dead", scopeNamespace, s.purgeDead)
+	m.handle("DELETE /v1/ns/{ns}/jobs", scopeNamespace, s.cancelInNamespace)
+
+	m.handle("POST /v1/ns/{ns}/channels/{ch}/publish", scopeNamespace, s.publish)
+	m.handle("GET /v1/ns/{ns}/channels/{ch}/history", scopeNamespace, s.history)
+}
+
+func (s *Server) registerAdmin() {
+	a := s.admin
+	a.handle("GET /healthz", scopePublic, s.healthz)
+	a.handle("GET /readyz", scopePublic, s.readyz)
+
+	a.handle("POST /admin/namespaces", scopeAdmin, s.createNamespace)
+	a.handle("GET /admin/namespaces", scopeAdmin, s.listNamespaces)
+	a.handle("POST /admin/namespaces/{ns}/tokens", scopeAdmin, s.createToken)
+	a.handle("DELETE /admin/namespaces/{ns}/tokens/{token}", scopeAdmin, s.revokeToken)
+
+	// pprof goes on this mux, never on http.DefaultServeMux, so that it is
+	// reachable only on the admin listener and behind the admin token.
+	a.handleHTTP("GET /debug/pprof/", scopeAdmin, http.HandlerFunc(pprof.Index))
+	a.handleHTTP("GET /debug/pprof/cmdline", scopeAdmin, http.HandlerFunc(pprof.Cmdline))
+	a.handleHTTP("GET /debug/pprof/profile", scopeAdmin, http.HandlerFunc(pprof.Profile))
+	a.handleHTTP("GET /debug/pprof/symbol", scopeAdmin, http.HandlerFunc(pprof.Symbol))
+	a.handleHTTP("POST /debug/pprof/symbol", scopeAdmin, http.HandlerFunc(pprof.Symbol))
+	a.handleHTTP("GET /debug/pprof/trace", scopeAdmin, http.HandlerFunc(pprof.Trace))
+	if s.opts.Metrics != nil {
+		a.handleHTTP("GET /metrics", scopeAdmin, s.opts.Metrics)
+	}
+}
+
+// recoverer keeps one bad request from taking the process down: it logs the
+// panic with its stack and answers 500 if nothing was written yet.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tw := &trackingWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic in http handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !tw.wrote {
+				s.writeError(tw, r, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(tw, r)
+	})
+}
+
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(status int) {
+	t.wrote = true
+	t.ResponseWriter.WriteHeader(status)
+}
+
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines (pprof's
+// profile and trace set write deadlines).
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// readBody reads a request body up to MaxBody. Nothing is decoded before
+// the whole body is in, so an oversized body costs at most MaxBody bytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge("", "request body is larger than %d bytes", s.maxBody)
+		}
+		return nil, newAPIError(http.StatusBadRequest, "bad_request", "reading request body: %v", err)
+	}
+	return body, nil
+}

@@ -1,0 +1,107 @@
+package httpapi
+
+import (
+	"slices"
+	"time"
+)
+
+// Limits of API.md. They are checked here, before the broker, because they
+// bound what a request may make the server hold in memory; values over a
+// limit are rejected, never clamped, so a client never silently gets less
+// than it asked for.
+const (
+	maxBatch         = 1000
+	maxTake          = 1000
+	maxListLimit     = 1000
+	defaultListLimit = 100
+	maxTags          = 16
+	maxTagBytes      = 256
+	maxKeyBytes      = 256
+	maxDelay         = 87600 * time.Hour // ten years
+	maxNamespaceLen  = 64
+	maxQueueLen      = 200
+	maxJobIDLen      = 128
+
+	// hardMaxPayload is the largest max_payload a queue may be given
+	// whatever the server's own setting (API.md: hard max 64 MiB).
+	hardMaxPayload = 64 << 20
+)
+
+func nameChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+// validName also refuses "." and "..": the charset allows them, but a URL
+// path holding them is cleaned away, so such a queue could never be
+// addressed.
+func validName(s string, max int, colon bool) bool {
+	if len(s) == 0 || len(s) > max || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !nameChar(c) && !(colon && c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func checkNamespace(field, s string) error {
+	if !validName(s, maxNamespaceLen, false) {
+		return badField(field, "invalid namespace name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, maxNamespaceLen)
+	}
+	return nil
+}
+
+// checkQueue also serves channel names and reply_to, which name queues or
+// channels by the same rule.
+func checkQueue(field, s string) error {
+	if !validName(s, maxQueueLen, false) {
+		return badField(field, "invalid name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, maxQueueLen)
+	}
+	return nil
+}
+
+func checkJobID(field, s string) error {
+	if !validName(s, maxJobIDLen, true) {
+		return badField(field, "invalid job id %q: want 1 to %d of A-Z a-z 0-9 _ . : -", s, maxJobIDLen)
+	}
+	return nil
+}
+
+func checkTags(field string, tags map[string]string) error {
+	if len(tags) > maxTags {
+		return badField(field, "at most %d tags allowed, got %d", maxTags, len(tags))
+	}
+	// Sorted so that a body with several bad tags always names the same one.
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := tags[k]
+		if len(k) > maxTagBytes {
+			return badField(field, "tag key %.32q... is longer than %d bytes", k, maxTagBytes)
+		}
+		if len(v) > maxTagBytes {
+			return badField(field, "value of tag %q is longer than %d bytes", k, maxTagBytes)
+		}
+	}
+	return nil
+}
+
+func checkKey(field, key string) error {
+	if len(key) > maxKeyBytes {
+		return badField(field, "key is longer than %d bytes", maxKeyBytes)
+	}
+	return nil
+}
+
+func checkDelay(field string, d *time.Duration) error {
+	if d != nil && *d > maxDelay {
+		return badField(field, "must be at most %s (10 years)", maxDelay)
+	}
+	return nil
+}
