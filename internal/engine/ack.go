@@ -113,6 +113,7 @@ func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResul
 		return AckResult{}, err
 	}
 	e.stats.Acked++
+	q.stats.Acked++
 	e.stats.Put += uint64(plan.n)
 	if rearm >= 0 {
 		res.State = e.jobs.get(slot).state.String()
@@ -181,12 +182,15 @@ func (e *Engine) Nack(now time.Time, ns, qn, id string, req NackRequest) (State,
 		return 0, err
 	}
 	e.stats.Nacked++
+	q.stats.Nacked++
 	if r := e.ent.Records[0]; r.Kind == KindJobDelete {
 		e.stats.Expired++
+		q.stats.Expired++
 		return StateGone, nil
 	}
 	if e.jobs.get(slot).state == StateDead {
 		e.stats.Dead++
+		q.stats.Dead++
 	}
 	return e.jobs.get(slot).state, nil
 }
@@ -247,5 +251,6 @@ func (e *Engine) Bury(now time.Time, ns, qn, id string, req BuryRequest) error {
 		return err
 	}
 	e.stats.Dead++
+	q.stats.Dead++
 	return nil
 }

@@ -81,7 +81,6 @@ func (e *Engine) advanceTo(t int64) {
 		case evRetention:
 			slot := e.completed.s[0].slot
 			e.deleteJob(e.queues[e.jobs.get(slot).queue], slot)
-			e.stats.Expired++
 		case evTTL:
 			ent := heap.Pop(&e.ttl).(ttlEnt)
 			j := e.jobs.get(ent.slot)
@@ -94,8 +93,10 @@ func (e *Engine) advanceTo(t int64) {
 			}
 			switch j.state {
 			case StateDelayed, StateReady, StateBlocked:
-				e.deleteJob(e.queues[j.queue], ent.slot)
+				q := e.queues[j.queue]
+				e.deleteJob(q, ent.slot)
 				e.stats.Expired++
+				q.stats.Expired++
 			}
 		case evIdem:
 			ie := heap.Pop(&e.idemQ).(idemExp)
@@ -117,6 +118,7 @@ func (e *Engine) expireReservation(slot uint32) {
 	if x := e.ext[slot]; x != nil && x.expire != 0 && x.expire <= r.until {
 		e.deleteJob(q, slot)
 		e.stats.Expired++
+		q.stats.Expired++
 		return
 	}
 	e.unplace(q, slot)
@@ -148,6 +150,7 @@ func (e *Engine) toDead(q *queue, slot uint32, reason string, buried bool) {
 	e.setState(q, j, StateDead)
 	e.hpush(&q.dead, slot)
 	e.stats.Dead++
+	q.stats.Dead++
 	if j.key != 0 {
 		e.refresh(q, j.key)
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	Seed uint64
 	// Entropy feeds ULID generation; nil uses crypto/rand.
 	Entropy io.Reader
+	// OnFirstTake, when set, is told how long each job waited between its
+	// activation and its first delivery (the produce→consume latency).
+	OnFirstTake func(ns, queue string, waited time.Duration)
 }
 
 // DefaultNamespace always exists.
@@ -62,6 +65,7 @@ type queue struct {
 	ready   slotHeap // byServing
 	dead    slotHeap // bySeq
 	chains  map[uint32]*chain
+	stats   QueueStats
 }
 
 type token struct {
@@ -100,11 +104,12 @@ type Engine struct {
 	crons   map[string]cron.Schedule
 	tokens  map[string]token // by token hash
 
-	stats Stats
-	live  map[uint32]int64 // segment → bytes of live payloads and results
-	ent   Entry // scratch entry for the command being decided
-	dirty map[uint32]struct{}
-	tmp   []uint32
+	stats       Stats
+	live        map[uint32]int64 // segment → bytes of live payloads and results
+	onFirstTake func(ns, queue string, waited time.Duration)
+	ent         Entry // scratch entry for the command being decided
+	dirty       map[uint32]struct{}
+	tmp         []uint32
 }
 
 // New returns an empty engine holding only the default namespace.
@@ -135,6 +140,8 @@ func New(opts Options) *Engine {
 		tokens:   make(map[string]token),
 		dirty:    make(map[uint32]struct{}),
 		live:     make(map[uint32]int64),
+
+		onFirstTake: opts.OnFirstTake,
 	}
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e
@@ -309,3 +316,17 @@ type Stats struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats { return e.stats }
+
+// ResetStats zeroes every counter (after recovery, so counters count what
+// this process did, not what replay re-did).
+func (e *Engine) ResetStats() {
+	e.stats = Stats{}
+	for _, q := range e.queues {
+		if q != nil {
+			q.stats = QueueStats{}
+		}
+	}
+}
+
+// SetOnFirstTake installs the produce→consume latency hook.
+func (e *Engine) SetOnFirstTake(fn func(ns, queue string, waited time.Duration)) { e.onFirstTake = fn }

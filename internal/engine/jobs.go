@@ -114,6 +114,9 @@ func (e *Engine) Cancel(now time.Time, ns, qn, id, receipt string) error {
 		return err
 	}
 	e.stats.Cancelled++
+	if q := e.lookupQueue(ns, qn); q != nil {
+		q.stats.Cancelled++
+	}
 	return nil
 }
 

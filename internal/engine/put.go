@@ -335,6 +335,9 @@ func (e *Engine) putMany(now time.Time, ns, qn string, reqs []PutRequest, listFi
 		return nil, err
 	}
 	e.stats.Put += uint64(plan.n)
+	if q := e.lookupQueue(ns, qn); q != nil {
+		q.stats.Put += uint64(plan.n)
+	}
 	return e.putResults(outs), nil
 }
 

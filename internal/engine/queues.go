@@ -136,7 +136,7 @@ func (e *Engine) AllQueues(now time.Time) []QueueInfo {
 }
 
 func (e *Engine) info(q *queue) QueueInfo {
-	qi := QueueInfo{Namespace: q.ns.name, Name: q.name, Config: q.cfg, Paused: q.paused, Counts: q.counts, CreatedAt: fromMS(q.created)}
+	qi := QueueInfo{Namespace: q.ns.name, Name: q.name, Config: q.cfg, Paused: q.paused, Counts: q.counts, CreatedAt: fromMS(q.created), Stats: q.stats}
 	if len(q.ready.s) > 0 {
 		oldest := e.jobs.get(q.ready.s[0]).at
 		for _, s := range q.ready.s {

@@ -85,7 +85,12 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 	e.stats.Taken += uint64(len(picked))
 	out := make([]Job, len(picked))
 	for i, slot := range picked {
-		out[i] = e.view(e.queues[e.jobs.get(slot).queue], slot)
+		q := e.queues[e.jobs.get(slot).queue]
+		q.stats.Taken++
+		out[i] = e.view(q, slot)
+		if out[i].Attempt == 1 && e.onFirstTake != nil {
+			e.onFirstTake(q.ns.name, q.name, fromMS(e.now).Sub(out[i].ActivateAt))
+		}
 	}
 	return out, nil
 }

@@ -126,8 +126,14 @@ func (c Counts) Total() uint64 {
 	return c.Delayed + c.Ready + c.Blocked + c.Reserved + c.Dead + c.Completed
 }
 
+// QueueStats counts what happened in a queue since the process started.
+type QueueStats struct {
+	Put, Taken, Acked, Nacked, Dead, Expired, Cancelled uint64
+}
+
 // QueueInfo is the queue object of the API.
 type QueueInfo struct {
+	Stats          QueueStats
 	Namespace      string
 	Name           string
 	Config         QueueConfig

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"net/http"
+	"time"
 )
 
 // handler is a route's code: it writes its own success answer and returns
@@ -30,6 +31,12 @@ func (rt *router) handle(pattern string, sc scope, h handler) {
 func (rt *router) handleHTTP(pattern string, sc scope, h http.Handler) {
 	rt.patterns = append(rt.patterns, pattern)
 	rt.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if obs := rt.s.opts.Observe; obs != nil {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			w = sw
+			defer func() { obs(pattern, sw.status, time.Since(start)) }()
+		}
 		if err := rt.s.authorize(r, sc); err != nil {
 			rt.s.writeError(w, r, err)
 			return
@@ -37,6 +44,20 @@ func (rt *router) handleHTTP(pattern string, sc scope, h http.Handler) {
 		h.ServeHTTP(w, r)
 	}))
 }
+
+// statusWriter remembers the status code for request metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := rt.mux.Handler(r); pattern != "" {

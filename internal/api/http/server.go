@@ -38,6 +38,9 @@ type Options struct {
 	RequireAuth bool
 	// Metrics, when set, is served at GET /metrics on the admin listener.
 	Metrics http.Handler
+	// Observe, when set, is told each request's route pattern, status code
+	// and duration (request metrics).
+	Observe func(op string, code int, d time.Duration)
 }
 
 // Server holds the two handlers of the HTTP API.
