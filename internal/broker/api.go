@@ -1,0 +1,356 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
+
+// The methods below are the broker's public API (they satisfy the HTTP
+// layer's Backend interface). Each runs its engine call on the loop.
+
+func call[T any](b *Broker, ctx context.Context, fn func(now time.Time) (T, error)) (T, error) {
+	res, err := b.do(ctx, func(now time.Time) (any, error) { return fn(now) })
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return res.(T), nil
+}
+
+// CreateNamespace creates a namespace.
+func (b *Broker) CreateNamespace(ctx context.Context, name string, cfg engine.NamespaceConfig) (engine.NamespaceInfo, bool, error) {
+	type r struct {
+		info    engine.NamespaceInfo
+		created bool
+	}
+	res, err := call(b, ctx, func(now time.Time) (r, error) {
+		info, created, err := b.eng.CreateNamespace(now, name, cfg)
+		return r{info, created}, err
+	})
+	return res.info, res.created, err
+}
+
+// ListNamespaces lists the namespaces.
+func (b *Broker) ListNamespaces(ctx context.Context) ([]engine.NamespaceInfo, error) {
+	return call(b, ctx, func(time.Time) ([]engine.NamespaceInfo, error) { return b.eng.Namespaces(), nil })
+}
+
+func hashToken(tok string) string {
+	h := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(h[:])
+}
+
+// CreateToken makes a new namespace token; only its hash is stored.
+func (b *Broker) CreateToken(ctx context.Context, ns, desc string) (string, error) {
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("broker: token entropy: %w", err)
+	}
+	tok := "cq_" + hex.EncodeToString(raw[:])
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) {
+		err := b.eng.AddToken(now, ns, hashToken(tok), desc)
+		b.refreshTokens()
+		return struct{}{}, err
+	})
+	return tok, err
+}
+
+// RevokeToken forgets a namespace token.
+func (b *Broker) RevokeToken(ctx context.Context, ns, tok string) error {
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) {
+		err := b.eng.RevokeToken(now, ns, hashToken(tok))
+		b.refreshTokens()
+		return struct{}{}, err
+	})
+	return err
+}
+
+// refreshTokens copies the token table for lock-free-ish reads off the
+// loop. Runs on the loop (or before it starts).
+func (b *Broker) refreshTokens() {
+	t := b.eng.Tokens()
+	b.tokMu.Lock()
+	b.tokens = t
+	b.tokMu.Unlock()
+}
+
+// TokenNamespace returns the namespace of a token.
+func (b *Broker) TokenNamespace(tok string) (string, bool) {
+	b.tokMu.RLock()
+	defer b.tokMu.RUnlock()
+	ns, ok := b.tokens[hashToken(tok)]
+	return ns, ok
+}
+
+// HasTokens reports whether any namespace token exists.
+func (b *Broker) HasTokens() bool {
+	b.tokMu.RLock()
+	defer b.tokMu.RUnlock()
+	return len(b.tokens) > 0
+}
+
+// PutQueue creates or configures a queue.
+func (b *Broker) PutQueue(ctx context.Context, ns, q string, p engine.QueuePatch) (engine.QueueInfo, bool, error) {
+	type r struct {
+		info    engine.QueueInfo
+		created bool
+	}
+	res, err := call(b, ctx, func(now time.Time) (r, error) {
+		info, created, err := b.eng.PutQueue(now, ns, q, p)
+		return r{info, created}, err
+	})
+	return res.info, res.created, err
+}
+
+// GetQueue describes a queue.
+func (b *Broker) GetQueue(ctx context.Context, ns, q string) (engine.QueueInfo, error) {
+	return call(b, ctx, func(now time.Time) (engine.QueueInfo, error) { return b.eng.Queue(now, ns, q) })
+}
+
+// ListQueues describes the queues of a namespace.
+func (b *Broker) ListQueues(ctx context.Context, ns string) ([]engine.QueueInfo, error) {
+	return call(b, ctx, func(now time.Time) ([]engine.QueueInfo, error) { return b.eng.Queues(now, ns) })
+}
+
+// AllQueues describes every queue (metrics).
+func (b *Broker) AllQueues(ctx context.Context) ([]engine.QueueInfo, error) {
+	return call(b, ctx, func(now time.Time) ([]engine.QueueInfo, error) { return b.eng.AllQueues(now), nil })
+}
+
+// SetPaused pauses or resumes a queue.
+func (b *Broker) SetPaused(ctx context.Context, ns, q string, paused bool) (engine.QueueInfo, error) {
+	return call(b, ctx, func(now time.Time) (engine.QueueInfo, error) { return b.eng.SetPaused(now, ns, q, paused) })
+}
+
+// PurgeQueue deletes every job of a queue.
+func (b *Broker) PurgeQueue(ctx context.Context, ns, q string) (int, error) {
+	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.PurgeQueue(now, ns, q) })
+}
+
+// DeleteQueue deletes a queue.
+func (b *Broker) DeleteQueue(ctx context.Context, ns, q string) error {
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) { return struct{}{}, b.eng.DeleteQueue(now, ns, q) })
+	return err
+}
+
+// Put enqueues a job.
+func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error) {
+	return call(b, ctx, func(now time.Time) (engine.PutResult, error) { return b.eng.Put(now, ns, q, req) })
+}
+
+// PutBatch enqueues jobs atomically.
+func (b *Broker) PutBatch(ctx context.Context, ns, q string, reqs []engine.PutRequest) ([]engine.PutResult, error) {
+	return call(b, ctx, func(now time.Time) ([]engine.PutResult, error) { return b.eng.PutBatch(now, ns, q, reqs) })
+}
+
+// Take reserves jobs, waiting up to wait for at least one.
+func (b *Broker) Take(ctx context.Context, ns string, req engine.TakeRequest, wait time.Duration) ([]engine.Job, error) {
+	w := &waiter{ns: ns, take: &req, idx: -1}
+	res, err := b.parked(ctx, w, func(now time.Time) (any, bool, error) {
+		jobs, err := b.eng.Take(now, ns, req)
+		if err != nil || len(jobs) > 0 || wait <= 0 || b.draining.Load() {
+			return jobs, false, err
+		}
+		w.deadline = now.Add(wait)
+		return nil, true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	jobs, _ := res.([]engine.Job)
+	return jobs, b.fill(jobs)
+}
+
+// parked runs fn on the loop; if fn asks to park, the request waits as w
+// until the loop answers it. If ctx ends first the waiter is marked gone
+// and the loop is nudged to drop it.
+func (b *Broker) parked(ctx context.Context, w *waiter, fn func(now time.Time) (any, bool, error)) (any, error) {
+	if b.closing.Load() {
+		return nil, errClosed
+	}
+	r := &request{done: make(chan struct{})}
+	w.req = r
+	r.fn = func(now time.Time) (any, error) {
+		res, park, err := fn(now)
+		if park {
+			b.waiters.park(w)
+		}
+		return res, err
+	}
+	select {
+	case b.reqs <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-b.stop:
+		return nil, errClosed
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		w.gone.Store(true)
+		go b.do(context.Background(), func(time.Time) (any, error) { return nil, nil })
+		<-r.done
+	}
+	return r.res, r.err
+}
+
+// Ack acknowledges a reservation.
+func (b *Broker) Ack(ctx context.Context, ns, q, id string, req engine.AckRequest) (engine.AckResult, error) {
+	return call(b, ctx, func(now time.Time) (engine.AckResult, error) { return b.eng.Ack(now, ns, q, id, req) })
+}
+
+// Nack gives a reservation back.
+func (b *Broker) Nack(ctx context.Context, ns, q, id string, req engine.NackRequest) (engine.State, error) {
+	return call(b, ctx, func(now time.Time) (engine.State, error) { return b.eng.Nack(now, ns, q, id, req) })
+}
+
+// Touch extends a reservation.
+func (b *Broker) Touch(ctx context.Context, ns, q, id string, req engine.TouchRequest) (time.Time, error) {
+	return call(b, ctx, func(now time.Time) (time.Time, error) { return b.eng.Touch(now, ns, q, id, req) })
+}
+
+// Bury moves a reserved job to dead.
+func (b *Broker) Bury(ctx context.Context, ns, q, id string, req engine.BuryRequest) error {
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) { return struct{}{}, b.eng.Bury(now, ns, q, id, req) })
+	return err
+}
+
+// Peek returns a job without changing it.
+func (b *Broker) Peek(ctx context.Context, ns, q, id string) (engine.Job, error) {
+	j, err := call(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Peek(now, ns, q, id) })
+	if err != nil {
+		return j, err
+	}
+	jobs := []engine.Job{j}
+	err = b.fill(jobs)
+	return jobs[0], err
+}
+
+// List pages through jobs.
+func (b *Broker) List(ctx context.Context, ns, q string, req engine.ListRequest) (engine.ListResult, error) {
+	res, err := call(b, ctx, func(now time.Time) (engine.ListResult, error) { return b.eng.List(now, ns, q, req) })
+	if err != nil {
+		return res, err
+	}
+	return res, b.fill(res.Jobs)
+}
+
+// Update patches a job.
+func (b *Broker) Update(ctx context.Context, ns, q, id string, req engine.UpdateRequest) (engine.Job, error) {
+	j, err := call(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Update(now, ns, q, id, req) })
+	if err != nil {
+		return j, err
+	}
+	jobs := []engine.Job{j}
+	err = b.fill(jobs)
+	return jobs[0], err
+}
+
+// Cancel deletes a job.
+func (b *Broker) Cancel(ctx context.Context, ns, q, id, receipt string) error {
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) { return struct{}{}, b.eng.Cancel(now, ns, q, id, receipt) })
+	return err
+}
+
+// CancelByFilter deletes matching jobs.
+func (b *Broker) CancelByFilter(ctx context.Context, ns, q string, f engine.Filter) (int, error) {
+	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.CancelByFilter(now, ns, q, f) })
+}
+
+// Respawn brings dead jobs back.
+func (b *Broker) Respawn(ctx context.Context, ns, q string, req engine.RespawnRequest) (int, error) {
+	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.Respawn(now, ns, q, req) })
+}
+
+// PurgeDead deletes dead jobs.
+func (b *Broker) PurgeDead(ctx context.Context, ns, q string) (int, error) {
+	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.PurgeDead(now, ns, q) })
+}
+
+// Result waits up to wait for a job to complete.
+func (b *Broker) Result(ctx context.Context, ns, q, id string, wait time.Duration) (engine.ResultInfo, bool, error) {
+	w := &waiter{ns: ns, q: q, id: id, idx: -1}
+	res, err := b.parked(ctx, w, func(now time.Time) (any, bool, error) {
+		info, err := b.eng.Result(now, ns, q, id)
+		if err != nil || info.State == engine.StateCompleted || wait <= 0 || b.draining.Load() {
+			return resultWait{info: info, done: err == nil && info.State == engine.StateCompleted}, false, err
+		}
+		w.deadline = now.Add(wait)
+		return nil, true, nil
+	})
+	if err != nil {
+		return engine.ResultInfo{}, false, err
+	}
+	rw, _ := res.(resultWait)
+	if rw.done {
+		rw.info.ResultData, err = b.blob(rw.info.Result, rw.info.HasResult)
+	}
+	return rw.info, rw.done, err
+}
+
+// callRetention is how long a call's own result is kept (API.md rule 7).
+const callRetention = time.Minute
+
+// Call puts a job and waits for its result.
+func (b *Broker) Call(ctx context.Context, ns, q string, req engine.PutRequest, wait time.Duration) (engine.ResultInfo, bool, error) {
+	req.RetainResult = callRetention
+	put, err := b.Put(ctx, ns, q, req)
+	if err != nil {
+		return engine.ResultInfo{}, false, err
+	}
+	info, done, err := b.Result(ctx, ns, q, put.ID, wait)
+	info.ID = put.ID
+	if err == nil && !done && info.State == engine.StateNone {
+		info.State = put.State
+	}
+	return info, done, err
+}
+
+// fill reads payload and result bytes for jobs leaving the server.
+func (b *Broker) fill(jobs []engine.Job) error {
+	for i := range jobs {
+		j := &jobs[i]
+		data, err := b.blob(j.Payload, true)
+		if err != nil {
+			return err
+		}
+		j.Data = data
+		if j.HasResult {
+			if j.ResultData, err = b.blob(j.Result, true); err != nil {
+				return err
+			}
+			if j.Result == (engine.BlobRef{}) {
+				j.ResultData = []byte("null")
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Broker) blob(ref engine.BlobRef, has bool) ([]byte, error) {
+	if !has {
+		return nil, nil
+	}
+	if ref.Len == 0 {
+		if ref == (engine.BlobRef{}) {
+			return []byte("null"), nil
+		}
+		return []byte{}, nil
+	}
+	data, err := b.log.ReadAt(ref.Segment, ref.Offset, ref.Len)
+	if err != nil {
+		return nil, unavailable("reading payload at segment %d offset %d: %v", ref.Segment, ref.Offset, err)
+	}
+	return data, nil
+}
+
+// Stats returns the engine counters.
+func (b *Broker) Stats(ctx context.Context) (engine.Stats, error) {
+	return call(b, ctx, func(time.Time) (engine.Stats, error) { return b.eng.Stats(), nil })
+}

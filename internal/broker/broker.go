@@ -1,0 +1,360 @@
+// Package broker is the only path into the engine. One goroutine, the loop,
+// owns the engine and the log (DESIGN §4): it blocks for one request, drains
+// whatever else is pending, runs each against the engine (which appends its
+// records to the log buffer), serves parked waiters the batch made ready,
+// then does one write and one fdatasync, and only then answers everyone.
+// No client hears about a state a crash could lose, batches form by
+// themselves under load, and log order is apply order.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/datadir"
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/wal"
+)
+
+// Options configures a broker.
+type Options struct {
+	Dir    string // data directory (wal/, snap/, LOCK)
+	WAL    wal.Options
+	Logger *slog.Logger
+	// Clock returns the current time; tests may replace it.
+	Clock func() time.Time
+	// SnapshotBytes triggers a snapshot after this much log growth
+	// (default 1 GiB); SnapshotInterval after this much time with changes
+	// (default 10 minutes).
+	SnapshotBytes    int64
+	SnapshotInterval time.Duration
+	// MaxBatch bounds how many requests one loop turn drains.
+	MaxBatch int
+	// Observer, when set, is told about commits, snapshots and latencies
+	// (the metrics package implements it).
+	Observer Observer
+}
+
+// Observer receives the broker's measurements.
+type Observer interface {
+	Commit(entries, bytes int, d time.Duration)
+	Snapshot(d time.Duration)
+	FirstTake(ns, queue string, waited time.Duration)
+	Lateness(d time.Duration)
+	Publication()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Commit(int, int, time.Duration)          {}
+func (nopObserver) Snapshot(time.Duration)                  {}
+func (nopObserver) FirstTake(string, string, time.Duration) {}
+func (nopObserver) Lateness(time.Duration)                  {}
+func (nopObserver) Publication()                            {}
+
+// Broker runs the loop. Create it with Open.
+type Broker struct {
+	opts   Options
+	log    *wal.Log
+	eng    *engine.Engine
+	lg     *slog.Logger
+	clock  func() time.Time
+	unlock func() error
+
+	reqs     chan *request
+	stop     chan struct{}
+	done     chan struct{}
+	closing  atomic.Bool
+	draining atomic.Bool
+	ready    atomic.Bool
+	failed   atomic.Pointer[error]
+
+	sink    logSink
+	waiters waiters
+	snap    snapshotter
+	chans   channels
+
+	tokMu  sync.RWMutex
+	tokens map[string]string // token hash → namespace (a copy readable off-loop)
+}
+
+// request is one unit of work for the loop. fn runs on the loop; the
+// answer is delivered after the batch is durable.
+type request struct {
+	fn   func(now time.Time) (any, error)
+	res  any
+	err  error
+	done chan struct{}
+	// park, when set by fn, keeps the request unanswered: a waiter owns it.
+	park bool
+	// answered guards done: a take can park and be served in one turn, so
+	// it shows up both in the batch and among the served waiters.
+	answered bool
+}
+
+func (r *request) finish() {
+	if !r.answered {
+		r.answered = true
+		close(r.done)
+	}
+}
+
+var errClosed = &engine.Error{Code: engine.CodeUnavailable, Message: "server is shutting down"}
+
+// Open locks the data directory, recovers state (newest valid snapshot,
+// then the log after it) and starts the loop.
+func Open(opts Options) (*Broker, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.SnapshotBytes == 0 {
+		opts.SnapshotBytes = 1 << 30
+	}
+	if opts.SnapshotInterval == 0 {
+		opts.SnapshotInterval = 10 * time.Minute
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = 4096
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	if opts.WAL.Logger == nil {
+		opts.WAL.Logger = opts.Logger
+	}
+	unlock, err := datadir.Lock(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		opts:   opts,
+		lg:     opts.Logger,
+		clock:  opts.Clock,
+		unlock: unlock,
+		reqs:   make(chan *request, 1024),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		tokens: map[string]string{},
+	}
+	b.chans.init()
+	if err := b.recover(); err != nil {
+		unlock()
+		return nil, err
+	}
+	b.sink.b = b
+	b.eng.SetSink(&b.sink)
+	b.eng.ResetStats()
+	b.eng.SetOnFirstTake(opts.Observer.FirstTake)
+	b.refreshTokens()
+	b.ready.Store(true)
+	go b.loop()
+	return b, nil
+}
+
+func (b *Broker) now() time.Time { return b.clock().UTC() }
+
+// do runs fn on the loop and waits for its durable answer. A cancelled ctx
+// stops the wait only for requests that have not run yet.
+func (b *Broker) do(ctx context.Context, fn func(now time.Time) (any, error)) (any, error) {
+	if b.closing.Load() {
+		return nil, errClosed
+	}
+	r := &request{fn: fn, done: make(chan struct{})}
+	select {
+	case b.reqs <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-b.stop:
+		return nil, errClosed
+	}
+	<-r.done
+	return r.res, r.err
+}
+
+func (b *Broker) loop() {
+	defer close(b.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	batch := make([]*request, 0, b.opts.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-b.reqs:
+			batch = append(batch, r)
+		drain:
+			for len(batch) < cap(batch) {
+				select {
+				case r := <-b.reqs:
+					batch = append(batch, r)
+				default:
+					break drain
+				}
+			}
+		case <-timer.C:
+		case <-b.stop:
+			b.shutdown()
+			return
+		}
+		now := b.now()
+		b.eng.Advance(now)
+		for _, r := range batch {
+			r.res, r.err = r.fn(now)
+		}
+		answered := b.waiters.serve(b, now)
+		b.snap.step(b)
+		b.commit(batch, answered)
+		b.resetTimer(timer, now)
+	}
+}
+
+// commit makes the batch durable and answers it. A failed write or sync
+// fails the log for good: the batch hears unavailable, and so does every
+// later write, because memory is now ahead of the disk.
+func (b *Broker) commit(batch []*request, parked []*request) {
+	var err error
+	if b.sink.pending {
+		start := time.Now()
+		err = b.log.Commit()
+		b.opts.Observer.Commit(b.sink.entries, b.sink.bytes, time.Since(start))
+		b.sink.pending, b.sink.entries, b.sink.bytes = false, 0, 0
+		if err != nil {
+			b.fail(err)
+		}
+	}
+	answer := func(r *request) {
+		if r.park {
+			return
+		}
+		if r.answered {
+			return
+		}
+		if err != nil {
+			r.res, r.err = nil, unavailable("write to the log failed: %v", err)
+		}
+		r.finish()
+	}
+	for _, r := range batch {
+		answer(r)
+	}
+	for _, r := range parked {
+		answer(r)
+	}
+}
+
+func (b *Broker) fail(err error) {
+	if b.failed.CompareAndSwap(nil, &err) {
+		b.lg.Error("log write failed: chronoq no longer accepts writes; restart after fixing the disk", "err", err)
+	}
+}
+
+func unavailable(format string, args ...any) error {
+	return &engine.Error{Code: engine.CodeUnavailable, Message: fmt.Sprintf(format, args...)}
+}
+
+func (b *Broker) resetTimer(t *time.Timer, now time.Time) {
+	next := now.Add(time.Hour)
+	if d, ok := b.eng.NextDeadline(); ok && d.Before(next) {
+		next = d
+	}
+	if d, ok := b.waiters.nextDeadline(); ok && d.Before(next) {
+		next = d
+	}
+	if d, ok := b.snap.nextDue(); ok && d.Before(next) {
+		next = d
+	}
+	wait := next.Sub(now)
+	if wait < 0 {
+		wait = 0
+	}
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(wait)
+}
+
+// Close shuts down gracefully: new requests are refused, waiters get empty
+// answers, the log is synced and a final snapshot written.
+func (b *Broker) Close() error {
+	if !b.closing.CompareAndSwap(false, true) {
+		<-b.done
+		return nil
+	}
+	close(b.stop)
+	<-b.done
+	var errs []error
+	if err := b.log.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: close log: %w", err))
+	}
+	if err := b.unlock(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: unlock data dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// shutdown runs on the loop when stopping: answer what is queued, release
+// waiters, sync, snapshot.
+func (b *Broker) shutdown() {
+	now := b.now()
+	for {
+		select {
+		case r := <-b.reqs:
+			r.res, r.err = nil, errClosed
+			r.finish()
+			continue
+		default:
+		}
+		break
+	}
+	b.waiters.releaseAll()
+	if b.failed.Load() == nil {
+		if err := b.log.Sync(); err != nil {
+			b.lg.Error("final log sync failed", "err", err)
+			return
+		}
+		if err := b.snap.final(b, now); err != nil {
+			b.lg.Error("final snapshot failed", "err", err)
+		}
+	}
+}
+
+// Ready reports whether recovery is done and the log accepts writes.
+func (b *Broker) Ready() error {
+	if !b.ready.Load() {
+		return unavailable("recovery in progress")
+	}
+	if p := b.failed.Load(); p != nil {
+		return unavailable("log failed: %v", *p)
+	}
+	if b.closing.Load() {
+		return errClosed
+	}
+	return nil
+}
+
+func (b *Broker) walDir() string  { return filepath.Join(b.opts.Dir, "wal") }
+func (b *Broker) snapDir() string { return filepath.Join(b.opts.Dir, "snap") }
+
+// Drain ends every long-poll with an empty answer and makes new ones answer
+// at once; used at shutdown so in-flight requests finish promptly.
+func (b *Broker) Drain() {
+	if !b.draining.CompareAndSwap(false, true) || b.closing.Load() {
+		return
+	}
+	b.do(context.Background(), func(time.Time) (any, error) {
+		b.waiters.releaseAll()
+		return nil, nil
+	})
+}

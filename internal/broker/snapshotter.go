@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/snapshot"
+	"github.com/chronoq/chronoq/internal/wal"
+)
+
+// snapshotter writes fuzzy snapshots a chunk per loop turn while writes go
+// on (engine/snapshot.go explains why that is sound), then lets the log
+// drop segments the snapshot covers that hold no live payload.
+type snapshotter struct {
+	iter    *engine.SnapshotIter
+	w       *snapshot.Writer
+	pos     wal.Position
+	last    time.Time
+	lastErr time.Time
+	sealing chan error // the background commit of a finished snapshot
+	started time.Time
+}
+
+const snapChunk = 20000 // records exported per loop turn
+
+func (s *snapshotter) init(b *Broker, _ wal.RecoveryReport) { s.last = b.now() }
+
+func (s *snapshotter) due(b *Broker, now time.Time) bool {
+	if s.iter != nil || s.sealing != nil || b.failed.Load() != nil || now.Sub(s.lastErr) < time.Minute {
+		return false
+	}
+	w := b.sink.written
+	return w >= b.opts.SnapshotBytes || (w > 0 && now.Sub(s.last) >= b.opts.SnapshotInterval)
+}
+
+// step advances a running snapshot by one chunk, or starts one when due.
+func (s *snapshotter) step(b *Broker) {
+	now := b.now()
+	if s.sealing != nil {
+		select {
+		case err := <-s.sealing:
+			s.sealing = nil
+			s.finish(b, err)
+		default:
+		}
+		return
+	}
+	if s.iter == nil {
+		if !s.due(b, now) {
+			return
+		}
+		if err := s.begin(b); err != nil {
+			s.lastErr = now
+			b.lg.Error("snapshot: cannot start", "err", err)
+			return
+		}
+	}
+	ent := s.iter.Next(snapChunk)
+	if ent == nil {
+		w := s.w
+		s.iter, s.w = nil, nil
+		s.sealing = make(chan error, 1)
+		go func() { _, err := w.Commit(); s.sealing <- err }()
+		return
+	}
+	if err := s.w.Add(ent.Encode(nil)); err != nil {
+		s.abort(b, err)
+	}
+}
+
+func (s *snapshotter) begin(b *Broker) error {
+	s.pos = b.log.End()
+	w, err := snapshot.Create(b.snapDir(), s.pos)
+	if err != nil {
+		return err
+	}
+	s.w, s.iter, s.started = w, b.eng.Snapshot(), b.now()
+	b.sink.written = 0
+	return nil
+}
+
+func (s *snapshotter) abort(b *Broker, err error) {
+	b.lg.Error("snapshot failed", "err", err)
+	s.w.Abort()
+	s.iter, s.w = nil, nil
+	s.lastErr = b.now()
+}
+
+func (s *snapshotter) finish(b *Broker, err error) {
+	if err != nil {
+		b.lg.Error("snapshot: commit failed", "err", err)
+		s.lastErr = b.now()
+		return
+	}
+	s.last = b.now()
+	b.opts.Observer.Snapshot(b.now().Sub(s.started))
+	b.lg.Info("snapshot written", "pos", s.pos.String(), "jobs", b.eng.Jobs(), "took", b.now().Sub(s.started).Round(time.Millisecond).String())
+	if err := snapshot.Prune(b.snapDir(), 2); err != nil {
+		b.lg.Warn("snapshot: prune failed", "err", err)
+	}
+	s.dropSegments(b)
+}
+
+// dropSegments removes the longest run of oldest segments that the oldest
+// kept snapshot covers and that no live job's payload lives in.
+func (s *snapshotter) dropSegments(b *Broker) {
+	snaps, err := snapshot.List(b.snapDir())
+	if err != nil || len(snaps) == 0 {
+		return
+	}
+	cover := snaps[len(snaps)-1].Pos.Segment
+	live := b.eng.LiveBytes()
+	upto := uint32(0)
+	for _, seg := range b.log.Segments() {
+		if seg.Number >= cover || live[seg.Number] > 0 {
+			break
+		}
+		upto = seg.Number + 1
+	}
+	if upto > 0 {
+		if err := b.log.RemoveSegmentsBefore(upto); err != nil {
+			b.lg.Warn("log: removing old segments failed", "err", err)
+		}
+	}
+}
+
+// final writes a complete snapshot synchronously (clean shutdown).
+func (s *snapshotter) final(b *Broker, _ time.Time) error {
+	if s.sealing != nil {
+		s.finish(b, <-s.sealing)
+		s.sealing = nil
+	}
+	if s.iter == nil {
+		if b.sink.written == 0 && !s.last.IsZero() && len(mustList(b)) > 0 {
+			return nil // nothing changed since the last snapshot
+		}
+		if err := s.begin(b); err != nil {
+			return err
+		}
+	}
+	for ent := s.iter.Next(snapChunk); ent != nil; ent = s.iter.Next(snapChunk) {
+		if err := s.w.Add(ent.Encode(nil)); err != nil {
+			s.w.Abort()
+			return fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	_, err := s.w.Commit()
+	s.iter, s.w = nil, nil
+	s.finish(b, err)
+	return err
+}
+
+func mustList(b *Broker) []snapshot.Info {
+	l, _ := snapshot.List(b.snapDir())
+	return l
+}
+
+// nextDue tells the loop when to wake for snapshot work.
+func (s *snapshotter) nextDue() (time.Time, bool) {
+	if s.iter != nil || s.sealing != nil {
+		return time.Now().Add(time.Millisecond), true
+	}
+	return time.Time{}, false
+}

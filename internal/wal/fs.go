@@ -1,0 +1,48 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// Indirections that tests replace to inject failures.
+var (
+	fdatasync   = fdatasyncFile
+	preallocate = fallocateFile
+)
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// syncDir makes creations, renames and removals of entries in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// syncPath fdatasyncs a file by name; used for sealed segments whose write
+// descriptor is already closed (on Linux any descriptor flushes the inode).
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = fdatasync(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package wal
+
+import (
+	"errors"
+	"os"
+)
+
+// Outside Linux there is no fdatasync; fsync is the safe superset.
+func fdatasyncFile(f *os.File) error { return f.Sync() }
+
+var errNoFallocate = errors.New("fallocate not supported on this platform")
+
+func fallocateFile(f *os.File, size int64) error { return errNoFallocate }
+
+func isNotSupported(err error) bool { return errors.Is(err, errNoFallocate) }

@@ -1,0 +1,420 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// RecoveryReport says what Replay read and what it had to repair or skip.
+type RecoveryReport struct {
+	From     Position // where replay was asked to start
+	End      Position // where appends continue
+	Segments int      // segment files read
+	Records  int      // frames passed to fn
+	Bytes    int64    // body bytes passed to fn
+
+	// TornTail: the last write before the crash was incomplete and was cut
+	// off at TornAt. TornBytes counts the non-zero bytes discarded,
+	// TornFrames the intact frames of that write found after the damage and
+	// discarded with it.
+	TornTail   bool
+	TornAt     Position
+	TornBytes  int64
+	TornFrames int
+
+	// Only with ForceRecovery: what was skipped as corrupt.
+	SkippedBytes    int64
+	SkippedRegions  int
+	SkippedSegments int // segments whose header could not be read
+	MissingSegments int // segment numbers absent from the sequence
+
+	// Problems has one human-readable line per repair or skip.
+	Problems []string
+	Duration time.Duration
+}
+
+// Repaired reports whether recovery changed or skipped anything.
+func (r *RecoveryReport) Repaired() bool { return len(r.Problems) > 0 }
+
+// Replay reads every frame at or after from, in log order, and calls fn
+// with its position and body (valid only during the call). It must be
+// called once, before the first Append; appends then continue after the
+// last valid frame of the last segment. A torn tail is truncated; other
+// damage returns a *CorruptionError unless Options.ForceRecovery is set. An
+// error from fn stops the replay and is returned as is.
+func (l *Log) Replay(from Position, fn func(pos Position, body []byte) error) (RecoveryReport, error) {
+	rep := RecoveryReport{From: from}
+	switch l.state {
+	case stateClosed:
+		return rep, ErrClosed
+	case stateOpen:
+	default:
+		return rep, errors.New("wal: Replay called more than once")
+	}
+	l.state = stateReplayFailed
+	began := time.Now()
+	r := &replayer{l: l, from: from, fn: fn, rep: &rep, force: l.opts.ForceRecovery}
+	err := r.run()
+	l.readBuf = nil
+	rep.Duration = time.Since(began)
+	if err != nil {
+		return rep, err
+	}
+	l.state = stateReplayed
+	l.startSyncer()
+	rep.End = l.End()
+	l.log.Info("wal: replay complete", "dir", l.dir, "from", from.String(), "end", rep.End.String(),
+		"segments", rep.Segments, "records", rep.Records, "torn_tail", rep.TornTail,
+		"skipped_regions", rep.SkippedRegions, "skipped_bytes", rep.SkippedBytes, "duration", rep.Duration)
+	return rep, nil
+}
+
+type replayer struct {
+	l     *Log
+	from  Position
+	fn    func(Position, []byte) error
+	rep   *RecoveryReport
+	force bool
+
+	torn     bool
+	tornPath string
+	tornOff  int64
+}
+
+// tailSeg remembers the last segment read, which becomes the active one.
+type tailSeg struct {
+	num      uint32
+	path     string
+	salt     uint32
+	capacity int64
+	end      int64
+}
+
+func (r *replayer) path(num uint32) string { return filepath.Join(r.l.dir, segmentName(num)) }
+
+func (r *replayer) run() error {
+	l := r.l
+	nums := l.initNums
+	from := r.from
+	if len(nums) == 0 {
+		if from.Segment > 1 || (from.Segment == 1 && from.Offset > HeaderSize) {
+			return fmt.Errorf("wal: replay must start at %v but the log in %s has no segments", from, l.dir)
+		}
+		l.nextNum = 1
+		return nil
+	}
+	last := nums[len(nums)-1]
+	if uint64(from.Segment) > uint64(last)+1 || (uint64(from.Segment) == uint64(last)+1 && from.Offset > HeaderSize) {
+		return fmt.Errorf("wal: replay must start at %v, beyond the end of the log in %s (last segment %d)", from, l.dir, last)
+	}
+	if err := r.checkMissing(nums); err != nil {
+		return err
+	}
+
+	var todo []uint32
+	for _, n := range nums {
+		if n >= from.Segment {
+			todo = append(todo, n)
+		} else {
+			r.describeUnreplayed(n)
+		}
+	}
+
+	var tail *tailSeg
+	for i, num := range todo {
+		t, err := r.replaySegment(num, todo[i+1:])
+		if err != nil {
+			return err
+		}
+		tail = t // nil when the segment was skipped
+	}
+
+	if r.torn {
+		if err := truncateTail(r.tornPath, r.tornOff); err != nil {
+			return fmt.Errorf("wal: truncate torn tail of %s at offset %d: %w", r.tornPath, r.tornOff, err)
+		}
+	}
+	if r.force && (r.rep.SkippedRegions > 0 || r.rep.SkippedSegments > 0 || r.rep.MissingSegments > 0) {
+		l.log.Warn("wal: forced recovery skipped damaged data; take a snapshot soon so the damage is never replayed again",
+			"dir", l.dir, "skipped_regions", r.rep.SkippedRegions, "skipped_bytes", r.rep.SkippedBytes,
+			"skipped_segments", r.rep.SkippedSegments, "missing_segments", r.rep.MissingSegments)
+	}
+
+	l.nextNum = last + 1 // 0 after overflow, which roll refuses
+	if tail != nil && tail.num == last {
+		f, err := os.OpenFile(tail.path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("wal: open segment %s for writing: %w", tail.path, err)
+		}
+		l.active = &writeSeg{num: tail.num, path: tail.path, f: f, salt: tail.salt, capacity: tail.capacity, end: tail.end}
+		l.mu.Lock()
+		l.activeNum = tail.num
+		l.mu.Unlock()
+		l.syncMu.Lock()
+		l.syncFile = f
+		l.syncMu.Unlock()
+	}
+	return nil
+}
+
+// checkMissing reports holes in the segment sequence that replay would
+// have to cross. Holes entirely before from do not matter: a snapshot
+// covers them.
+func (r *replayer) checkMissing(nums []uint32) error {
+	from := r.from
+	type hole struct{ a, b uint32 }
+	var holes []hole
+	if from != (Position{}) && from.Segment < nums[0] {
+		holes = append(holes, hole{from.Segment, nums[0] - 1})
+	}
+	for i := 1; i < len(nums); i++ {
+		a, b := nums[i-1]+1, nums[i]-1
+		if nums[i] != nums[i-1]+1 && b >= from.Segment {
+			holes = append(holes, hole{max(a, from.Segment), b})
+		}
+	}
+	for _, h := range holes {
+		lost := maxPos(from, Position{Segment: h.a})
+		ce := &CorruptionError{
+			File:   r.path(h.a),
+			Reason: fmt.Sprintf("segment file missing (segments %d to %d are absent)", h.a, h.b),
+			From:   lost,
+			To:     Position{Segment: h.b + 1, Offset: HeaderSize},
+		}
+		if !r.force {
+			return ce
+		}
+		r.rep.MissingSegments += int(h.b - h.a + 1)
+		r.problem(ce.Error())
+	}
+	return nil
+}
+
+func maxPos(a, b Position) Position {
+	if a.Less(b) {
+		return b
+	}
+	return a
+}
+
+func (r *replayer) problem(msg string) {
+	r.rep.Problems = append(r.rep.Problems, msg)
+}
+
+// describeUnreplayed fills in the table entry of a segment before the
+// replay start, so payload reads (ReadAt, ReadFrame) still work on it.
+func (r *replayer) describeUnreplayed(num uint32) {
+	l := r.l
+	f, err := os.Open(r.path(num))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return
+	}
+	var salt uint32
+	hb := make([]byte, HeaderSize)
+	if _, err := f.ReadAt(hb, 0); err == nil {
+		if h, err := decodeHeader(hb); err == nil {
+			salt = h.salt
+		}
+	}
+	l.mu.Lock()
+	if m := l.findSeg(num); m != nil {
+		m.size, m.salt = min(st.Size(), maxSegmentSize), salt
+	}
+	l.mu.Unlock()
+}
+
+// readSegment reads a whole segment file into the reusable buffer.
+func (r *replayer) readSegment(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size > maxSegmentSize {
+		// Not something this package writes; reading only the header is
+		// enough to report it.
+		size = HeaderSize
+	}
+	if int64(cap(r.l.readBuf)) < size {
+		r.l.readBuf = make([]byte, size)
+	}
+	data := r.l.readBuf[:size]
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
+		return nil, err
+	}
+	if st.Size() > maxSegmentSize {
+		return data, errTooLarge
+	}
+	return data, nil
+}
+
+var errTooLarge = errors.New("segment file larger than 4 GiB")
+
+// isTail reports whether every segment in rest is empty (a valid header and
+// nothing else), which makes the segment before them the end of the log.
+// Such empty segments exist when a crash came after a roll created the next
+// segment but before the batch reached the previous one.
+func (r *replayer) isTail(rest []uint32) (bool, error) {
+	for _, num := range rest {
+		data, err := os.ReadFile(r.path(num))
+		if err != nil {
+			return false, fmt.Errorf("wal: read segment %s: %w", r.path(num), err)
+		}
+		h, err := decodeHeader(data)
+		if err != nil || h.number != num || nonZeroEnd(data, HeaderSize) != HeaderSize {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (r *replayer) replaySegment(num uint32, rest []uint32) (*tailSeg, error) {
+	l := r.l
+	path := r.path(num)
+	data, err := r.readSegment(path)
+	if err != nil && !errors.Is(err, errTooLarge) {
+		return nil, fmt.Errorf("wal: read segment %s: %w", path, err)
+	}
+	r.rep.Segments++
+	var h segmentHeader
+	herr := err
+	if herr == nil {
+		h, herr = decodeHeader(data)
+		if herr == nil && h.number != num {
+			herr = fmt.Errorf("header belongs to segment %d", h.number)
+		}
+	}
+	if herr != nil {
+		if errors.Is(herr, errUnsupportedVersion) {
+			return nil, fmt.Errorf("wal: segment %s: %w", path, herr)
+		}
+		ce := &CorruptionError{
+			File: path, Reason: "unreadable segment header: " + herr.Error(),
+			From: maxPos(r.from, Position{Segment: num}), To: Position{Segment: num + 1, Offset: HeaderSize},
+		}
+		if !r.force {
+			return nil, ce
+		}
+		r.rep.SkippedSegments++
+		r.rep.SkippedBytes += int64(len(data))
+		r.problem(ce.Error())
+		l.log.Warn("wal: skipping segment with unreadable header", "file", path, "err", herr)
+		return nil, nil
+	}
+
+	sc := scanSegment(data, HeaderSize, h.salt)
+	cut := len(sc.regions) // regions[:cut] are corrupt, regions[cut] starts a torn tail
+	if len(sc.regions) > 0 {
+		tail, err := r.isTail(rest)
+		if err != nil {
+			return nil, err
+		}
+		if tail {
+			cut = sc.tornFrom()
+		}
+		if cut > 0 && !r.force {
+			return nil, regionError(path, num, sc, 0)
+		}
+	}
+	validEnd := sc.validEnd()
+	if cut < len(sc.regions) {
+		validEnd = sc.regions[cut].start
+	}
+
+	lo := int64(HeaderSize)
+	if num == r.from.Segment && int64(r.from.Offset) > lo {
+		lo = int64(r.from.Offset)
+		if err := r.checkFrom(path, data, sc, cut, lo, validEnd); err != nil {
+			return nil, err
+		}
+	}
+
+	for k := 0; k <= cut && k < len(sc.runs); k++ {
+		err := walkRun(data, sc.runs[k], func(off int64, _ uint32, body []byte) error {
+			if off < lo {
+				return nil
+			}
+			r.rep.Records++
+			r.rep.Bytes += int64(len(body))
+			return r.fn(Position{Segment: num, Offset: uint32(off)}, body)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	for j := 0; j < cut; j++ {
+		reg := sc.regions[j]
+		r.rep.SkippedRegions++
+		r.rep.SkippedBytes += reg.end - reg.start
+		ce := regionError(path, num, sc, j)
+		r.problem("skipped: " + ce.Error())
+		l.log.Warn("wal: skipped corrupt region", "file", path, "offset", reg.start, "bytes", reg.end-reg.start)
+	}
+	if cut < len(sc.regions) {
+		reg := sc.regions[cut]
+		r.torn, r.tornPath, r.tornOff = true, path, reg.start
+		r.rep.TornTail = true
+		r.rep.TornAt = Position{Segment: num, Offset: uint32(reg.start)}
+		r.rep.TornBytes = sc.nonZeroEnd - reg.start
+		r.rep.TornFrames = sc.framesAfter(cut)
+		msg := fmt.Sprintf("torn tail in %s at byte offset %d (position %v): %d bytes of an incomplete write discarded",
+			path, reg.start, r.rep.TornAt, r.rep.TornBytes)
+		if r.rep.TornFrames > 0 {
+			msg += fmt.Sprintf(", including %d intact frames written after the damage", r.rep.TornFrames)
+		}
+		r.problem(msg)
+		l.log.Warn("wal: truncating torn tail", "file", path, "offset", reg.start,
+			"discarded_bytes", r.rep.TornBytes, "discarded_frames", r.rep.TornFrames)
+	}
+
+	l.mu.Lock()
+	if m := l.findSeg(num); m != nil {
+		m.size, m.salt = validEnd, h.salt
+	}
+	l.mu.Unlock()
+	capacity := min(max(int64(h.capacity), int64(len(data)), validEnd), maxSegmentSize)
+	return &tailSeg{num: num, path: path, salt: h.salt, capacity: capacity, end: validEnd}, nil
+}
+
+// checkFrom makes sure the replay start lands on a frame boundary: a
+// snapshot position that is past the valid data means the log lost records
+// the snapshot already reflects, and appending there would reuse their
+// positions.
+func (r *replayer) checkFrom(path string, data []byte, sc *segScan, cut int, lo, validEnd int64) error {
+	if lo > validEnd {
+		return fmt.Errorf("wal: replay must start at %v but the valid data of %s ends at byte offset %d: the log is missing records that precede the start position", r.from, path, validEnd)
+	}
+	if lo == validEnd || r.force {
+		return nil
+	}
+	found := false
+	for k := 0; k <= cut && k < len(sc.runs) && !found; k++ {
+		walkRun(data, sc.runs[k], func(off int64, _ uint32, _ []byte) error {
+			if off == lo {
+				found = true
+				return io.EOF
+			}
+			return nil
+		})
+	}
+	if !found {
+		return fmt.Errorf("wal: replay start %v is not the start of a frame in %s", r.from, path)
+	}
+	return nil
+}
