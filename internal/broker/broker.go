@@ -79,6 +79,7 @@ type Broker struct {
 	sink    logSink
 	waiters waiters
 	snap    snapshotter
+	compact compactor
 	chans   channels
 
 	tokMu  sync.RWMutex
@@ -212,6 +213,9 @@ func (b *Broker) loop() {
 		}
 		answered := b.waiters.serve(b, now)
 		b.snap.step(b)
+		if b.snap.idle() {
+			b.compact.step(b)
+		}
 		b.commit(batch, answered)
 		b.resetTimer(timer, now)
 	}
@@ -271,6 +275,9 @@ func (b *Broker) resetTimer(t *time.Timer, now time.Time) {
 	}
 	if d, ok := b.snap.nextDue(); ok && d.Before(next) {
 		next = d
+	}
+	if b.compact.busy() {
+		next = now.Add(time.Millisecond)
 	}
 	wait := next.Sub(now)
 	if wait < 0 {

@@ -163,3 +163,6 @@ func (s *snapshotter) nextDue() (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// idle reports that no snapshot is being written.
+func (s *snapshotter) idle() bool { return s.iter == nil && s.sealing == nil }

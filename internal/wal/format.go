@@ -69,12 +69,15 @@
 // device may persist its pages in any order, leaving holes of zeros (never
 // written, preallocated space) with valid frames after them. Recovery uses
 // the flag to tell that apart from damage to data that had been made
-// durable. A bad region in the last segment that contains data is treated as
-// the torn end of the log when everything after it could belong to one
-// unfinished write:
+// durable. A bad region in the last segment that holds data (segments are
+// created ahead of need, so empty ones may follow it) is treated as the torn
+// end of the log when everything after it could belong to one unfinished
+// write:
 //
-//   - every bad region that has valid frames after it contains a 512-byte
-//     aligned block of zeros (a sector that never reached the disk), and
+//   - every bad region that has valid frames after it overlaps a 512-byte
+//     aligned sector that is all zeros from the region's start on (a sector
+//     that never reached the disk: the space was zero before the write),
+//     and
 //   - no valid frame after it carries the end-of-write flag, except possibly
 //     the very last one, and then nothing but zeros follows it.
 //

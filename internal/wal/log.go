@@ -61,9 +61,9 @@ type Options struct {
 
 // Log is an open write-ahead log.
 //
-// Append, Commit, Sync, Replay and Close belong to one goroutine (the broker
-// loop). ReadAt, Segments, RemoveSegmentsBefore, End-free queries such as
-// Failed may be called from any goroutine.
+// Open, Replay, Append, Commit, Sync, End and Close belong to one goroutine
+// (the broker loop). ReadAt, ReadFrame, Segments, RemoveSegmentsBefore and
+// Failed may be called from any goroutine, concurrently with the loop.
 type Log struct {
 	dir  string
 	opts Options

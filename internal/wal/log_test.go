@@ -347,11 +347,13 @@ func TestRemoveSegmentsBefore(t *testing.T) {
 	}
 	l.Close()
 	// Starting before the oldest remaining segment means lost records.
-	l = mustOpen(t, dir, Options{})
-	if _, _, err := replayAll(t, l, Position{2, HeaderSize}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("replay from a removed segment: %v", err)
+	for _, from := range []Position{{2, HeaderSize}, {}} {
+		l = mustOpen(t, dir, Options{})
+		if _, _, err := replayAll(t, l, from); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("replay from %v with segments 1-4 removed: %v", from, err)
+		}
+		l.Close()
 	}
-	l.Close()
 }
 
 // TestConcurrentReadAt runs readers against a log that is being appended

@@ -174,6 +174,24 @@ func TestTornWriteWithHole(t *testing.T) {
 	}
 	l.Close()
 
+	// The sector holding the start of the last write never made it: it
+	// keeps the previous write's synced bytes and zeros after them.
+	dir = t.TempDir()
+	straddle := bytes.Clone(img)
+	x := int(recs[12].pos.Offset)
+	clear(straddle[x : (x+sectorSize)&^(sectorSize-1)])
+	os.WriteFile(segPath(dir, 1), straddle, 0o644)
+	l = mustOpen(t, dir, Options{})
+	got, rep, err = replayAll(t, l, Position{})
+	if err != nil {
+		t.Fatalf("unwritten first sector of the last write: %v", err)
+	}
+	sameRecs(t, got, recs[:12])
+	if !rep.TornTail || rep.TornAt != recs[12].pos || rep.TornFrames != 5 {
+		t.Fatalf("report: %+v", rep)
+	}
+	l.Close()
+
 	// The same hole in the middle write: durable data was damaged.
 	dir = t.TempDir()
 	bad = recs[6+1]

@@ -162,14 +162,16 @@ func (r *replayer) run() error {
 }
 
 // checkMissing reports holes in the segment sequence that replay would
-// have to cross. Holes entirely before from do not matter: a snapshot
-// covers them.
+// have to cross. Holes entirely before from do not matter: the snapshot
+// that from comes from covers them.
 func (r *replayer) checkMissing(nums []uint32) error {
 	from := r.from
 	type hole struct{ a, b uint32 }
 	var holes []hole
-	if from != (Position{}) && from.Segment < nums[0] {
-		holes = append(holes, hole{from.Segment, nums[0] - 1})
+	// Replaying "everything" (the zero position) needs segment 1: a log
+	// whose prefix was removed is only complete together with a snapshot.
+	if first := max(from.Segment, 1); first < nums[0] {
+		holes = append(holes, hole{first, nums[0] - 1})
 	}
 	for i := 1; i < len(nums); i++ {
 		a, b := nums[i-1]+1, nums[i]-1

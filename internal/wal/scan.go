@@ -26,8 +26,8 @@ type badRegion struct {
 	// trailing: no valid frame follows in the segment; end is then the end
 	// of the last non-zero byte.
 	trailing bool
-	// zeroSector: an aligned 512-byte block overlapping the region is all
-	// zeros, the mark a write that never reached the disk leaves.
+	// zeroSector: the region overlaps a sector that looks unwritten (see
+	// hasZeroSector).
 	zeroSector bool
 }
 
@@ -179,11 +179,14 @@ func nextNonZero(data []byte, from, limit int64) int64 {
 	return i
 }
 
-// hasZeroSector reports whether some aligned sector overlapping data[a:b]
-// lies wholly inside data and is all zeros.
+// hasZeroSector reports whether data[a:b] overlaps an aligned sector whose
+// bytes from a on are all zero: what a sector of the write starting at or
+// before a looks like when it never reached the disk. (Its bytes before a
+// belong to earlier, synced writes and keep their old content.)
 func hasZeroSector(data []byte, a, b int64) bool {
-	for s := a &^ (sectorSize - 1); s < b && s+sectorSize <= int64(len(data)); s += sectorSize {
-		if bytes.Equal(data[s:s+sectorSize], zeroBlock[:sectorSize]) {
+	for s := a &^ (sectorSize - 1); s < b; s += sectorSize {
+		lo, hi := max(s, a), min(s+sectorSize, int64(len(data)))
+		if lo < hi && bytes.Equal(data[lo:hi], zeroBlock[:hi-lo]) {
 			return true
 		}
 	}

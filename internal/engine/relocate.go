@@ -1,0 +1,57 @@
+package engine
+
+import "time"
+
+// Relocation is how storage frees a log segment that a few long-lived jobs
+// pin (seed 002's problem: one job delayed for a year keeping gigabytes of
+// log alive). Each live payload or result in the segment is written again,
+// inline in a fresh job record through the normal write path, so the job
+// now points at the new copy; once nothing live points into the segment it
+// can be deleted. The record is an ordinary idempotent job image, so replay
+// and snapshots need nothing special.
+
+// Relocate scans up to maxSlots job slots from cursor and re-logs the
+// payloads and results of those living in segment seg, up to about
+// maxBytes. read fetches a blob's bytes (the caller's I/O). It returns the
+// cursor to continue from; done means the whole table was scanned.
+func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int, maxBytes int, read func(BlobRef) ([]byte, error)) (next uint32, done bool, err error) {
+	e.begin(now)
+	moved := 0
+	end := e.jobs.next
+	slot := cursor
+	for ; slot < end && maxSlots > 0 && moved < maxBytes; slot, maxSlots = slot+1, maxSlots-1 {
+		j := e.jobs.get(slot)
+		if j.state == StateNone {
+			continue
+		}
+		x := e.ext[slot]
+		inPayload := j.payload.Len > 0 && j.payload.Segment == seg
+		inResult := x != nil && x.result.Len > 0 && x.result.Segment == seg
+		if !inPayload && !inResult {
+			continue
+		}
+		img := e.image(e.queues[j.queue], slot)
+		if inPayload {
+			data, err := read(j.payload)
+			if err != nil {
+				return cursor, false, err
+			}
+			img.Payload = inlineBlob(data)
+			moved += len(data)
+		}
+		if inResult {
+			data, err := read(x.result)
+			if err != nil {
+				return cursor, false, err
+			}
+			img.Result = inlineBlob(data)
+			moved += len(data)
+		}
+		r := e.ent.add()
+		r.Kind, r.Job = KindJob, img
+	}
+	if err := e.commit(); err != nil {
+		return cursor, false, err
+	}
+	return slot, slot >= e.jobs.next, nil
+}
