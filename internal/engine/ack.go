@@ -151,6 +151,7 @@ func (e *Engine) Nack(now time.Time, ns, qn, id string, req NackRequest) (State,
 	}
 	img := e.image(q, slot)
 	img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
+	img.Releases++
 	if req.Priority != nil {
 		img.Prio = *req.Priority
 	}
@@ -238,6 +239,7 @@ func (e *Engine) Bury(now time.Time, ns, qn, id string, req BuryRequest) error {
 	img := e.image(q, slot)
 	img.Phase = phaseDead
 	img.Flags |= fBuried
+	img.Buries++
 	img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
 	if req.Reason != "" {
 		img.LastError = req.Reason

@@ -21,6 +21,7 @@ const (
 	evRetention
 	evTTL
 	evIdem
+	evUnpause
 )
 
 func (e *Engine) nextEvent() (int, int64) {
@@ -44,6 +45,11 @@ func (e *Engine) nextEvent() (int, int64) {
 	}
 	if len(e.idemQ) > 0 {
 		consider(evIdem, e.idemQ[0].expire)
+	}
+	for _, qi := range e.pauses {
+		if q := e.queueAt(qi); q != nil && q.paused && q.pausedUntil != 0 {
+			consider(evUnpause, q.pausedUntil)
+		}
 	}
 	return kind, at
 }
@@ -98,6 +104,20 @@ func (e *Engine) advanceTo(t int64) {
 				e.stats.Expired++
 				q.stats.Expired++
 			}
+		case evUnpause:
+			keep := e.pauses[:0]
+			for _, qi := range e.pauses {
+				q := e.queueAt(qi)
+				switch {
+				case q == nil || !q.paused || q.pausedUntil == 0:
+				case q.pausedUntil <= e.now:
+					q.paused, q.pausedUntil = false, 0
+					e.dirty[q.idx] = struct{}{}
+				default:
+					keep = append(keep, qi)
+				}
+			}
+			e.pauses = keep
 		case evIdem:
 			ie := heap.Pop(&e.idemQ).(idemExp)
 			if cur, ok := e.idem[ie.key]; ok && cur.expire == ie.expire {
@@ -123,6 +143,7 @@ func (e *Engine) expireReservation(slot uint32) {
 	}
 	e.unplace(q, slot)
 	j.at = r.origAt
+	e.extOf(slot).timeouts++
 	if j.tries > 0 && j.attempt >= uint32(j.tries) {
 		e.toDead(q, slot, "reservation timed out on the last try", false)
 		return

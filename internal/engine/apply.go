@@ -37,7 +37,10 @@ func (e *Engine) applyRecord(r *Record) {
 		if q.paused && !r.QPaused && len(q.ready.s) > 0 {
 			e.dirty[q.idx] = struct{}{}
 		}
-		q.paused = r.QPaused
+		q.paused, q.pausedUntil = r.QPaused, r.QPausedUntil
+		if q.paused && q.pausedUntil != 0 {
+			e.pauses = append(e.pauses, q.idx)
+		}
 	case KindQueueDelete:
 		if q := e.lookupQueue(r.NS, r.Queue); q != nil {
 			e.purge(q)
@@ -243,6 +246,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 	x.replyTo, x.cron, x.lastError = img.ReplyTo, img.Cron, img.LastError
 	x.retainResult, x.retainUntil = img.RetainResult, img.RetainUntil
+	x.timeouts, x.releases, x.buries, x.kicks = img.Timeouts, img.Releases, img.Buries, img.Kicks
 	x.result = BlobRef{}
 	if img.Result.has {
 		x.result = img.Result.Ref
@@ -257,6 +261,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 	if isNew {
 		e.idInsert(slot)
+		e.seqInsert(slot)
 	}
 	if x.expire != 0 && (isNew || x.expire != oldExpire) {
 		e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seq})
@@ -314,6 +319,7 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		img.Tags = x.tags
 		img.ReplyTo, img.Cron, img.LastError = x.replyTo, x.cron, x.lastError
 		img.RetainResult, img.RetainUntil = x.retainResult, x.retainUntil
+		img.Timeouts, img.Releases, img.Buries, img.Kicks = x.timeouts, x.releases, x.buries, x.kicks
 		if j.flags&fHasResult != 0 {
 			img.Result = refBlob(x.result)
 		}

@@ -59,8 +59,9 @@ type queue struct {
 	ns      *namespace
 	name    string
 	cfg     QueueConfig
-	paused  bool
-	created int64
+	paused      bool
+	pausedUntil int64 // a timed pause (beanstalkd pause-tube) ends by itself
+	created     int64
 	counts  Counts
 	ready   slotHeap // byServing
 	dead    slotHeap // bySeq
@@ -92,6 +93,8 @@ type Engine struct {
 	ttl       ttlHeap  // lazily validated TTL deadlines
 	idem      map[string]idemEnt
 	idemQ     idemHeap
+	pauses    []uint32 // queues with a timed pause (few; scanned)
+	seqs      seqTable // enqueue sequence number → slot
 
 	keys     intern
 	tagIndex map[string]map[uint32]struct{}
@@ -143,6 +146,7 @@ func New(opts Options) *Engine {
 
 		onFirstTake: opts.OnFirstTake,
 	}
+	e.seqInit()
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e
 }

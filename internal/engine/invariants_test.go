@@ -17,6 +17,10 @@ func (e *Engine) checkInvariants() error {
 			err = fmt.Errorf("slot %d: queue %d gone", slot, j.queue)
 			return
 		}
+		if got := e.seqLookup(j.seq); got != slot {
+			err = fmt.Errorf("slot %d: seq %d lookup gives %d", slot, j.seq, got)
+			return
+		}
 		k := e.slotKey(slot)
 		if got := e.idLookup(j.queue, &k); got != slot {
 			err = fmt.Errorf("slot %d (%s): id lookup gives %d", slot, e.jobID(slot), got)

@@ -293,6 +293,7 @@ func (e *Engine) deleteJob(q *queue, slot uint32) {
 		e.trackBlob(x.result, -1)
 	}
 	e.idRemove(slot)
+	e.seqRemove(slot)
 	delete(e.ext, slot)
 	e.jobs.release(slot)
 	if key != 0 {

@@ -82,9 +82,9 @@ func (e *Engine) PutQueue(now time.Time, ns, qn string, p QueuePatch) (QueueInfo
 		return QueueInfo{}, false, err
 	}
 	q := e.lookupQueue(ns, qn)
-	cur, paused, created := DefaultQueueConfig(), false, e.now
+	cur, paused, created, until := DefaultQueueConfig(), false, e.now, int64(0)
 	if q != nil {
-		cur, paused, created = q.cfg, q.paused, q.created
+		cur, paused, created, until = q.cfg, q.paused, q.created, q.pausedUntil
 	}
 	cfg, err := validatePatch(cur, p)
 	if err != nil {
@@ -92,6 +92,7 @@ func (e *Engine) PutQueue(now time.Time, ns, qn string, p QueuePatch) (QueueInfo
 	}
 	r := e.ent.add()
 	r.Kind, r.NS, r.Queue, r.QConfig, r.QPaused, r.QCreated = KindQueue, ns, qn, cfg, paused, created
+	r.QPausedUntil = until
 	if err := e.commit(); err != nil {
 		return QueueInfo{}, false, err
 	}
@@ -137,6 +138,9 @@ func (e *Engine) AllQueues(now time.Time) []QueueInfo {
 
 func (e *Engine) info(q *queue) QueueInfo {
 	qi := QueueInfo{Namespace: q.ns.name, Name: q.name, Config: q.cfg, Paused: q.paused, Counts: q.counts, CreatedAt: fromMS(q.created), Stats: q.stats}
+	if q.pausedUntil != 0 {
+		qi.PausedUntil = fromMS(q.pausedUntil)
+	}
 	if len(q.ready.s) > 0 {
 		oldest := e.jobs.get(q.ready.s[0]).at
 		for _, s := range q.ready.s {
@@ -151,14 +155,31 @@ func (e *Engine) info(q *queue) QueueInfo {
 
 // SetPaused pauses (hands out nothing, still accepts puts) or resumes a queue.
 func (e *Engine) SetPaused(now time.Time, ns, qn string, paused bool) (QueueInfo, error) {
+	return e.pause(now, ns, qn, paused, 0)
+}
+
+// PauseFor pauses a queue for d; the pause ends by itself (beanstalkd
+// pause-tube). d = 0 resumes at once.
+func (e *Engine) PauseFor(now time.Time, ns, qn string, d time.Duration) (QueueInfo, error) {
+	if d < 0 || d > MaxDelay {
+		return QueueInfo{}, badf("delay", "must be between 0 and %s, got %s", MaxDelay, d)
+	}
+	if d == 0 {
+		return e.pause(now, ns, qn, false, 0)
+	}
+	return e.pause(now, ns, qn, true, ms(now)+d.Milliseconds())
+}
+
+func (e *Engine) pause(now time.Time, ns, qn string, paused bool, until int64) (QueueInfo, error) {
 	e.begin(now)
 	q, err := e.findQueue(ns, qn)
 	if err != nil {
 		return QueueInfo{}, err
 	}
-	if q.paused != paused {
+	if q.paused != paused || q.pausedUntil != until {
 		r := e.ent.add()
 		r.Kind, r.NS, r.Queue, r.QConfig, r.QPaused, r.QCreated = KindQueue, ns, qn, q.cfg, paused, q.created
+		r.QPausedUntil = until
 		if err := e.commit(); err != nil {
 			return QueueInfo{}, err
 		}

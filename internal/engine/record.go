@@ -120,7 +120,9 @@ type JobImage struct {
 	LastError    string
 	RetainResult int64
 	RetainUntil  int64
-	Payload      Blob
+	// beanstalkd's per-job counters (reserves is Attempt)
+	Timeouts, Releases, Buries, Kicks uint32
+	Payload                           Blob
 	Result       Blob
 	// reservation (Phase == phaseReserved)
 	Nonce   uint64
@@ -139,9 +141,10 @@ type Record struct {
 	TokenHash string // KindToken, KindTokenDelete
 	TokenDesc string
 
-	QConfig  QueueConfig // KindQueue
-	QPaused  bool
-	QCreated int64
+	QConfig      QueueConfig // KindQueue
+	QPaused      bool
+	QPausedUntil int64 // paused until then (unix ms); 0 = until resumed
+	QCreated     int64
 
 	Job JobImage // KindJob
 
@@ -265,6 +268,7 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.Backoff.Jitter))
 		dst = append(dst, byte(c.KeyMode))
 		dst = appendBool(dst, r.QPaused)
+		dst = binary.AppendVarint(dst, r.QPausedUntil)
 		dst = binary.AppendVarint(dst, r.QCreated)
 	case KindQueueDelete, KindQueuePurge:
 		dst = appendString(dst, r.NS)
@@ -293,6 +297,10 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 		dst = appendString(dst, j.LastError)
 		dst = binary.AppendVarint(dst, j.RetainResult)
 		dst = binary.AppendVarint(dst, j.RetainUntil)
+		dst = binary.AppendUvarint(dst, uint64(j.Timeouts))
+		dst = binary.AppendUvarint(dst, uint64(j.Releases))
+		dst = binary.AppendUvarint(dst, uint64(j.Buries))
+		dst = binary.AppendUvarint(dst, uint64(j.Kicks))
 		dst = appendBlob(dst, base, &j.Payload)
 		dst = appendBlob(dst, base, &j.Result)
 		if j.Phase == phaseReserved {
@@ -484,6 +492,7 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 		c.Backoff.Jitter = d.f64("backoff.jitter")
 		c.KeyMode = KeyMode(d.byte1("key_mode"))
 		r.QPaused = d.byte1("paused") != 0
+		r.QPausedUntil = d.varint("paused_until")
 		r.QCreated = d.varint("created")
 	case KindQueueDelete, KindQueuePurge:
 		r.NS = d.str("namespace")
@@ -516,6 +525,10 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 		j.LastError = d.str("last_error")
 		j.RetainResult = d.varint("retain_result")
 		j.RetainUntil = d.varint("retain_until")
+		j.Timeouts = d.u32("timeouts")
+		j.Releases = d.u32("releases")
+		j.Buries = d.u32("buries")
+		j.Kicks = d.u32("kicks")
 		j.Payload = d.blob("payload", seg, bodyOff)
 		j.Result = d.blob("result", seg, bodyOff)
 		switch j.Phase {

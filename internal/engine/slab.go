@@ -51,12 +51,14 @@ type jobExt struct {
 	result       BlobRef
 	retainResult int64 // ms; the job keeps its result at least this long (call)
 	retainUntil  int64 // completed: when the job goes away
+
+	timeouts, releases, buries, kicks uint32 // beanstalkd's stats-job counters
 }
 
 func (x *jobExt) empty() bool {
 	return x.clientID == "" && x.expire == 0 && len(x.tags) == 0 && x.replyTo == "" &&
 		x.cron == "" && x.lastError == "" && x.retainResult == 0 && x.retainUntil == 0 &&
-		x.result == (BlobRef{})
+		x.result == (BlobRef{}) && x.timeouts == 0 && x.releases == 0 && x.buries == 0 && x.kicks == 0
 }
 
 // resvInfo is the state of one reservation; only reserved jobs have one.

@@ -42,6 +42,7 @@ func (it *SnapshotIter) Next(n int) *Entry {
 			if q != nil {
 				r := ent.add()
 				r.Kind, r.NS, r.Queue, r.QConfig, r.QPaused, r.QCreated = KindQueue, q.ns.name, q.name, q.cfg, q.paused, q.created
+				r.QPausedUntil = q.pausedUntil
 			}
 		}
 		for k, v := range e.idem {

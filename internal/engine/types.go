@@ -138,6 +138,7 @@ type QueueInfo struct {
 	Name           string
 	Config         QueueConfig
 	Paused         bool
+	PausedUntil    time.Time // zero: paused until resumed (or not paused)
 	Counts         Counts
 	OldestReadyAge time.Duration
 	CreatedAt      time.Time
@@ -221,6 +222,8 @@ type Job struct {
 	// Buried is true for a dead job that got there by bury rather than by
 	// running out of tries (beanstalkd distinguishes the two).
 	Buried bool
+	// beanstalkd's stats-job counters (reserves is Attempt)
+	Timeouts, Releases, Buries, Kicks uint32
 
 	// Data and ResultData are the payload and result bytes. The engine
 	// leaves them nil (it only holds references); the broker fills them

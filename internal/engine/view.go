@@ -38,6 +38,7 @@ func (e *Engine) view(q *queue, slot uint32) Job {
 			}
 		}
 		v.LastError, v.ReplyTo, v.Cron = x.lastError, x.replyTo, x.cron
+		v.Timeouts, v.Releases, v.Buries, v.Kicks = x.timeouts, x.releases, x.buries, x.kicks
 		if j.state == StateCompleted {
 			v.HasResult = true
 			v.Result = x.result
