@@ -23,7 +23,7 @@ Every serve flag can also be set as CHRONOQ_<NAME> in the environment
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, usage+"\n"+cliUsage)
 		os.Exit(2)
 	}
 	var err error
@@ -35,11 +35,15 @@ func main() {
 	case "bench":
 		err = benchCmd(os.Args[2:])
 	case "help", "-h", "--help":
-		fmt.Print(usage)
+		fmt.Print(usage + "\n" + cliUsage)
 		return
 	default:
-		fmt.Fprintf(os.Stderr, "chronoq: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
+		verb, ok := cliVerbs()[os.Args[1]]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "chronoq: unknown command %q\n\n%s\n%s", os.Args[1], usage, cliUsage)
+			os.Exit(2)
+		}
+		err = verb(os.Args[2:])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chronoq:", err)

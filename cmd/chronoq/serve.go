@@ -19,6 +19,7 @@ import (
 	httpapi "github.com/chronoq/chronoq/internal/api/http"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/logging"
 	"github.com/chronoq/chronoq/internal/metrics"
 	"github.com/chronoq/chronoq/internal/wal"
 )
@@ -37,6 +38,7 @@ type serveConfig struct {
 	segmentSize    int64
 	logFormat      string
 	metricsQueues  int
+	logAsync       bool
 }
 
 func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
@@ -53,6 +55,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.BoolVar(&c.forceRecovery, "force-recovery", false, "start despite log corruption before its tail, skipping (and counting) damaged records")
 	fs.Int64Var(&c.segmentSize, "segment-size", 64<<20, "log segment size in bytes")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log output: text or json")
+	fs.BoolVar(&c.logAsync, "log-async", true, "write logs from a bounded queue so a slow sink never blocks requests (drops are counted)")
 	fs.IntVar(&c.metricsQueues, "metrics-max-queues", 1000, "distinct queues labelled in metrics; the rest are summed under \"_other\"")
 	cfg := fs.String("config", "", "file of \"name = value\" settings (flags and CHRONOQ_* variables take precedence)")
 	fs.Usage = func() {
@@ -78,8 +81,19 @@ func serve(args []string) error {
 		return err
 	}
 	var handler slog.Handler = slog.NewTextHandler(os.Stderr, nil)
-	if c.logFormat == "json" {
+	switch c.logFormat {
+	case "text":
+	case "json":
 		handler = slog.NewJSONHandler(os.Stderr, nil)
+	default:
+		return fmt.Errorf("--log-format: want text or json, got %q", c.logFormat)
+	}
+	if c.logAsync {
+		// a slow log sink must never stall request handling; lines beyond
+		// the buffer are dropped and counted in the log itself
+		async := logging.NewAsync(handler, 8192)
+		defer async.Close()
+		handler = async
 	}
 	lg := slog.New(handler)
 

@@ -107,6 +107,10 @@ func (r *request) finish() {
 	}
 }
 
+// slowCommit is when a commit is worth a warning: every request of the
+// batch waited that long.
+const slowCommit = 100 * time.Millisecond
+
 var errClosed = &engine.Error{Code: engine.CodeUnavailable, Message: "server is shutting down"}
 
 // Open locks the data directory, recovers state (newest valid snapshot,
@@ -229,7 +233,11 @@ func (b *Broker) commit(batch []*request, parked []*request) {
 	if b.sink.pending {
 		start := time.Now()
 		err = b.log.Commit()
-		b.opts.Observer.Commit(b.sink.entries, b.sink.bytes, time.Since(start))
+		took := time.Since(start)
+		b.opts.Observer.Commit(b.sink.entries, b.sink.bytes, took)
+		if took > slowCommit {
+			b.lg.Warn("slow log commit: the disk took long to write and fdatasync a batch", "took", took.Round(time.Millisecond).String(), "entries", b.sink.entries, "bytes", b.sink.bytes)
+		}
 		b.sink.pending, b.sink.entries, b.sink.bytes = false, 0, 0
 		if err != nil {
 			b.fail(err)

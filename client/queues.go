@@ -1,0 +1,98 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// CreateQueue creates queue name with cfg (nil: the namespace defaults), or
+// updates it if it exists: the server's PUT merges, so this is the same
+// call as ConfigureQueue. Queue.Created tells which happened.
+func (c *Client) CreateQueue(ctx context.Context, name string, cfg *QueueConfig) (*Queue, error) {
+	return c.ConfigureQueue(ctx, name, cfg)
+}
+
+// ConfigureQueue sets the non-nil fields of cfg on queue name, creating the
+// queue if needed; fields left nil keep their values.
+func (c *Client) ConfigureQueue(ctx context.Context, name string, cfg *QueueConfig) (*Queue, error) {
+	if err := c.checkQueue(name); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = &QueueConfig{}
+	}
+	var q Queue
+	res, err := c.do(ctx, request{method: http.MethodPut, path: c.queuePath(name), body: cfg, retry: true}, &q)
+	if err != nil {
+		return nil, err
+	}
+	q.Created = res.status == http.StatusCreated
+	return &q, nil
+}
+
+// GetQueue returns queue name with live counts.
+func (c *Client) GetQueue(ctx context.Context, name string) (*Queue, error) {
+	if err := c.checkQueue(name); err != nil {
+		return nil, err
+	}
+	var q Queue
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: c.queuePath(name), retry: true}, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// ListQueues returns every queue of the namespace.
+func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
+	var out struct {
+		Queues []Queue `json:"queues"`
+	}
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: c.nsPath() + "/queues", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Queues, nil
+}
+
+// Pause stops queue name from handing out jobs; puts are still accepted.
+// Pausing twice is harmless, so the call is retried like a PUT.
+func (c *Client) Pause(ctx context.Context, name string) (*Queue, error) {
+	return c.queueAction(ctx, name, "pause")
+}
+
+// Resume lets a paused queue hand out jobs again.
+func (c *Client) Resume(ctx context.Context, name string) (*Queue, error) {
+	return c.queueAction(ctx, name, "resume")
+}
+
+func (c *Client) queueAction(ctx context.Context, name, action string) (*Queue, error) {
+	if err := c.checkQueue(name); err != nil {
+		return nil, err
+	}
+	var q Queue
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: c.queuePath(name) + "/" + action, retry: true}, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// PurgeQueue deletes every job of queue name, reserved ones included, and
+// returns how many.
+func (c *Client) PurgeQueue(ctx context.Context, name string) (int, error) {
+	if err := c.checkQueue(name); err != nil {
+		return 0, err
+	}
+	var out struct {
+		Deleted int `json:"deleted"`
+	}
+	_, err := c.do(ctx, request{method: http.MethodPost, path: c.queuePath(name) + "/purge"}, &out)
+	return out.Deleted, err
+}
+
+// DeleteQueue deletes queue name and its jobs.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	if err := c.checkQueue(name); err != nil {
+		return err
+	}
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: c.queuePath(name), retry: true}, nil)
+	return err
+}
