@@ -88,6 +88,7 @@ func New(maxQueues int, queues QueueSource) *Metrics {
 		m.jobWait, m.lateness, m.pubs, m.subscribers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&queueCollector{m: m, source: queues})
+	m.connections.WithLabelValues("http") // present from the first scrape
 	return m
 }
 
