@@ -82,6 +82,8 @@ type Broker struct {
 	compact compactor
 	chans   channels
 
+	skipFinalSnapshot bool // tests: close like a crash would, leaving a log tail
+
 	tokMu  sync.RWMutex
 	tokens map[string]string // token hash → namespace (a copy readable off-loop)
 }
@@ -337,6 +339,9 @@ func (b *Broker) shutdown() {
 	if b.failed.Load() == nil {
 		if err := b.log.Sync(); err != nil {
 			b.lg.Error("final log sync failed", "err", err)
+			return
+		}
+		if b.skipFinalSnapshot {
 			return
 		}
 		if err := b.snap.final(b, now); err != nil {

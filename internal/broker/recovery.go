@@ -69,20 +69,44 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 		return nil, wal.Position{}, err
 	}
 	defer r.Close()
+	// Decoding and applying overlap: one goroutine reads and decodes the
+	// next entries while this one applies, which keeps both cores busy.
+	type decoded struct {
+		ent *engine.Entry
+		err error
+	}
+	ch := make(chan decoded, 4)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(ch)
+		for {
+			item, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			var d decoded
+			if err != nil {
+				d.err = err
+			} else if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
+				d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
+			}
+			select {
+			case ch <- d:
+			case <-stop:
+				return
+			}
+			if d.err != nil {
+				return
+			}
+		}
+	}()
 	eng := engine.New(engine.Options{})
-	for {
-		item, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	for d := range ch {
+		if d.err != nil {
+			return nil, wal.Position{}, d.err
 		}
-		if err != nil {
-			return nil, wal.Position{}, err
-		}
-		ent, err := engine.DecodeEntry(item, 0, 0)
-		if err != nil {
-			return nil, wal.Position{}, fmt.Errorf("snapshot %s: %w", path, err)
-		}
-		eng.Apply(ent)
+		eng.Apply(d.ent)
 	}
 	return eng, r.Pos(), nil
 }

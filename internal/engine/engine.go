@@ -55,18 +55,18 @@ type namespace struct {
 }
 
 type queue struct {
-	idx     uint32
-	ns      *namespace
-	name    string
-	cfg     QueueConfig
+	idx         uint32
+	ns          *namespace
+	name        string
+	cfg         QueueConfig
 	paused      bool
 	pausedUntil int64 // a timed pause (beanstalkd pause-tube) ends by itself
 	created     int64
-	counts  Counts
-	ready   slotHeap // byServing
-	dead    slotHeap // bySeq
-	chains  map[uint32]*chain
-	stats   QueueStats
+	counts      Counts
+	ready       slotHeap // byServing
+	dead        slotHeap // bySeq
+	chains      map[uint32]*chain
+	stats       QueueStats
 }
 
 type token struct {

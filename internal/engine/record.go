@@ -123,7 +123,7 @@ type JobImage struct {
 	// beanstalkd's per-job counters (reserves is Attempt)
 	Timeouts, Releases, Buries, Kicks uint32
 	Payload                           Blob
-	Result       Blob
+	Result                            Blob
 	// reservation (Phase == phaseReserved)
 	Nonce   uint64
 	Until   int64
@@ -157,6 +157,7 @@ type Record struct {
 
 	Seq   uint64 // KindCounters
 	Nonce uint64
+	Jobs  uint64 // snapshots: how many jobs follow (a sizing hint)
 }
 
 // Entry is the records of one command, logged and applied together.
@@ -322,6 +323,7 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 	case KindCounters:
 		dst = binary.AppendUvarint(dst, r.Seq)
 		dst = binary.AppendUvarint(dst, r.Nonce)
+		dst = binary.AppendUvarint(dst, r.Jobs)
 	}
 	return dst
 }
@@ -449,6 +451,9 @@ func DecodeEntry(body []byte, seg, bodyOff uint32) (*Entry, error) {
 	if d.err == nil && n > uint64(len(body)) { // every record takes at least a byte
 		d.fail("record count")
 	}
+	if d.err == nil {
+		ent.Records = make([]Record, 0, n)
+	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		r := ent.add()
 		decodeRecord(d, r, seg, bodyOff)
@@ -557,6 +562,7 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 	case KindCounters:
 		r.Seq = d.uvarint("seq")
 		r.Nonce = d.uvarint("nonce")
+		r.Jobs = d.uvarint("jobs")
 	default:
 		d.fail("kind")
 	}

@@ -29,7 +29,7 @@ func (it *SnapshotIter) Next(n int) *Entry {
 		it.meta = true
 		it.limit = e.jobs.next
 		r := ent.add()
-		r.Kind, r.Seq, r.Nonce = KindCounters, e.seq, e.nonce
+		r.Kind, r.Seq, r.Nonce, r.Jobs = KindCounters, e.seq, e.nonce, uint64(e.jobs.live)
 		for _, ns := range e.nss {
 			r := ent.add()
 			r.Kind, r.NS, r.NSConfig = KindNamespace, ns.name, ns.cfg
@@ -56,6 +56,7 @@ func (it *SnapshotIter) Next(n int) *Entry {
 	if it.limit < e.jobs.next {
 		it.limit = e.jobs.next
 	}
+	ent.Records = make([]Record, 0, min(n, int(it.limit-it.slot)))
 	for it.slot < it.limit && len(ent.Records) < n {
 		slot := it.slot
 		it.slot++
@@ -104,5 +105,27 @@ func (e *Engine) trackBlob(r BlobRef, sign int64) {
 	e.live[r.Segment] += sign * int64(r.Len)
 	if e.live[r.Segment] == 0 {
 		delete(e.live, r.Segment)
+	}
+}
+
+// reserve sizes the slab and the id and sequence tables for n jobs at once,
+// so loading a snapshot does not rehash them again and again.
+func (e *Engine) reserve(n int) {
+	size := 1024
+	for size*3 < n*4 {
+		size *= 2
+	}
+	if size > len(e.ids.slots) {
+		e.ids.slots = make([]uint32, size)
+		for i := range e.ids.slots {
+			e.ids.slots[i] = noSlot
+		}
+		e.seqs.slots = make([]uint32, size)
+		for i := range e.seqs.slots {
+			e.seqs.slots[i] = noSlot
+		}
+	}
+	for len(e.jobs.chunks)*chunkSize < n {
+		e.jobs.chunks = append(e.jobs.chunks, make([]job, chunkSize))
 	}
 }

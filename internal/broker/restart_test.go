@@ -1,0 +1,96 @@
+package broker
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/wal"
+)
+
+// TestRestartTime measures recovery: CHRONOQ_RESTART_JOBS=N fills N jobs
+// (100-byte payloads, half delayed), and reports the time to reopen from
+// the shutdown snapshot alone and from snapshot + log tail. Not run by
+// default: it is a measurement, not a check.
+func TestRestartTime(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_RESTART_JOBS"))
+	if n == 0 {
+		t.Skip("set CHRONOQ_RESTART_JOBS=N to measure restart time with N jobs")
+	}
+	dir := t.TempDir()
+	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}, SnapshotBytes: 1 << 40}
+	b, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	hour := time.Hour
+	batch := make([]engine.PutRequest, 1000)
+	start := time.Now()
+	for put := 0; put < n; put += len(batch) {
+		for i := range batch {
+			batch[i] = engine.PutRequest{Payload: payload}
+			if i%2 == 0 {
+				batch[i].Delay = &hour
+			}
+		}
+		if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("filled %d jobs in %s", n, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if err := b.Close(); err != nil { // final snapshot
+		t.Fatal(err)
+	}
+	t.Logf("shutdown with snapshot: %s", time.Since(start).Round(time.Millisecond))
+	logBytes := dirSize(t, dir+"/wal")
+	snapBytes := dirSize(t, dir+"/snap")
+
+	runtime.GC()
+	start = time.Now()
+	b, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restart from snapshot (%d MiB snapshot, %d MiB log): %s, %d jobs",
+		snapBytes>>20, logBytes>>20, time.Since(start).Round(time.Millisecond), b.eng.Jobs())
+	// now a log tail after the snapshot: churn 10% of the jobs, crash-close
+	// without a snapshot, reopen
+	jobs, _ := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 1000}, 0)
+	for len(jobs) > 0 && time.Since(start) < time.Minute {
+		for _, j := range jobs {
+			b.Ack(ctx, "default", "q", j.ID, engine.AckRequest{Receipt: j.Receipt})
+		}
+		if b.sink.written > int64(n)*20 {
+			break
+		}
+		jobs, _ = b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 1000}, 0)
+	}
+	tail := b.sink.written
+	b.skipFinalSnapshot = true // as after a crash: the tail must be replayed
+	b.Close()
+	start = time.Now()
+	b, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restart from snapshot + %d MiB of log: %s, %d jobs", tail>>20, time.Since(start).Round(time.Millisecond), b.eng.Jobs())
+	b.Close()
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	ents, _ := os.ReadDir(dir)
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
