@@ -76,11 +76,13 @@ type Broker struct {
 	ready    atomic.Bool
 	failed   atomic.Pointer[error]
 
-	sink    logSink
-	waiters waiters
-	snap    snapshotter
-	compact compactor
-	chans   channels
+	sink     logSink
+	syncQ    chan syncItem // pipelined commit (always policy); nil otherwise
+	syncDone chan struct{}
+	waiters  waiters
+	snap     snapshotter
+	compact  compactor
+	chans    channels
 
 	skipFinalSnapshot bool // tests: close like a crash would, leaving a log tail
 
@@ -164,6 +166,11 @@ func Open(opts Options) (*Broker, error) {
 	b.eng.SetOnFirstTake(opts.Observer.FirstTake)
 	b.refreshTokens()
 	b.ready.Store(true)
+	if opts.WAL.Sync == wal.SyncAlways {
+		b.syncQ = make(chan syncItem, 256)
+		b.syncDone = make(chan struct{})
+		go b.syncer(b.syncQ)
+	}
 	go b.loop()
 	return b, nil
 }
@@ -230,26 +237,28 @@ func (b *Broker) loop() {
 // commit makes the batch durable and answers it. A failed write or sync
 // fails the log for good: the batch hears unavailable, and so does every
 // later write, because memory is now ahead of the disk.
+//
+// Under the always policy the commit is pipelined: the loop writes the
+// batch and hands its answers to the syncer goroutine, which answers them
+// after the fdatasync that covers them, in order — read-only requests too,
+// since they may have seen the effects of a batch not yet synced.
 func (b *Broker) commit(batch []*request, parked []*request) {
+	if b.syncQ != nil {
+		b.commitPipelined(batch, parked)
+		return
+	}
 	var err error
 	if b.sink.pending {
 		start := time.Now()
 		err = b.log.Commit()
-		took := time.Since(start)
-		b.opts.Observer.Commit(b.sink.entries, b.sink.bytes, took)
-		if took > slowCommit {
-			b.lg.Warn("slow log commit: the disk took long to write and fdatasync a batch", "took", took.Round(time.Millisecond).String(), "entries", b.sink.entries, "bytes", b.sink.bytes)
-		}
+		b.observeCommit(b.sink.entries, b.sink.bytes, time.Since(start))
 		b.sink.pending, b.sink.entries, b.sink.bytes = false, 0, 0
 		if err != nil {
 			b.fail(err)
 		}
 	}
 	answer := func(r *request) {
-		if r.park {
-			return
-		}
-		if r.answered {
+		if r.park || r.answered {
 			return
 		}
 		if err != nil {
@@ -263,6 +272,117 @@ func (b *Broker) commit(batch []*request, parked []*request) {
 	for _, r := range parked {
 		answer(r)
 	}
+}
+
+func (b *Broker) observeCommit(entries, bytes int, took time.Duration) {
+	b.opts.Observer.Commit(entries, bytes, took)
+	if took > slowCommit {
+		b.lg.Warn("slow log commit: the disk took long to write and fdatasync a batch", "took", took.Round(time.Millisecond).String(), "entries", entries, "bytes", bytes)
+	}
+}
+
+// syncItem is a written batch waiting for its fdatasync.
+type syncItem struct {
+	reqs    []*request
+	entries int
+	bytes   int
+	err     error         // the write failed
+	barrier chan struct{} // closed once everything before it is durable
+}
+
+func (b *Broker) commitPipelined(batch []*request, parked []*request) {
+	it := syncItem{entries: b.sink.entries, bytes: b.sink.bytes}
+	if b.sink.pending {
+		if err := b.log.Flush(); err != nil {
+			b.fail(err)
+			it.err = err
+		}
+		b.sink.pending, b.sink.entries, b.sink.bytes = false, 0, 0
+	}
+	for _, list := range [2][]*request{batch, parked} {
+		for _, r := range list {
+			if !r.park && !r.answered {
+				r.answered = true // the syncer closes done
+				it.reqs = append(it.reqs, r)
+			}
+		}
+	}
+	if len(it.reqs) > 0 || it.entries > 0 {
+		b.syncQ <- it
+	}
+}
+
+// syncer answers written batches after the fdatasync that covers them,
+// taking every batch queued so far into one sync.
+func (b *Broker) syncer(q <-chan syncItem) {
+	defer close(b.syncDone)
+	var group []syncItem
+	for first := range q {
+		group = append(group[:0], first)
+	more:
+		for {
+			select {
+			case it, ok := <-q:
+				if !ok {
+					break more
+				}
+				group = append(group, it)
+			default:
+				break more
+			}
+		}
+		entries, bytes := 0, 0
+		for _, it := range group {
+			entries += it.entries
+			bytes += it.bytes
+		}
+		var err error
+		if p := b.failed.Load(); p != nil {
+			err = *p
+		} else if entries > 0 || hasBarrier(group) {
+			start := time.Now()
+			err = b.log.SyncWritten()
+			b.observeCommit(entries, bytes, time.Since(start))
+			if err != nil {
+				b.fail(err)
+			}
+		}
+		for _, it := range group {
+			e := err
+			if it.err != nil {
+				e = it.err
+			}
+			for _, r := range it.reqs {
+				if e != nil {
+					r.res, r.err = nil, unavailable("write to the log failed: %v", e)
+				}
+				close(r.done)
+			}
+			if it.barrier != nil {
+				close(it.barrier)
+			}
+		}
+	}
+}
+
+func hasBarrier(g []syncItem) bool {
+	for _, it := range g {
+		if it.barrier != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// syncBarrier waits until everything written so far is durable (the loop
+// calls it before a snapshot records the log position it starts from).
+func (b *Broker) syncBarrier() {
+	if b.syncQ == nil {
+		return
+	}
+	done := make(chan struct{})
+	b.syncQ <- syncItem{barrier: done}
+	<-done
 }
 
 func (b *Broker) fail(err error) {
@@ -336,6 +456,11 @@ func (b *Broker) shutdown() {
 		break
 	}
 	b.waiters.releaseAll()
+	if b.syncQ != nil {
+		close(b.syncQ)
+		<-b.syncDone
+		b.syncQ = nil // from here on the loop commits synchronously
+	}
 	if b.failed.Load() == nil {
 		if err := b.log.Sync(); err != nil {
 			b.lg.Error("final log sync failed", "err", err)

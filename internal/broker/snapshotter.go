@@ -70,6 +70,9 @@ func (s *snapshotter) step(b *Broker) {
 }
 
 func (s *snapshotter) begin(b *Broker) error {
+	// The snapshot's replay position must lie within durable log: wait for
+	// the pipelined syncs in flight.
+	b.syncBarrier()
 	s.pos = b.log.End()
 	w, err := snapshot.Create(b.snapDir(), s.pos)
 	if err != nil {

@@ -285,7 +285,7 @@ func (l *Log) hasPending(s *writeSeg) bool {
 func (l *Log) seal(s *writeSeg) {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.opts.Sync != SyncAlways {
+	if l.opts.Sync != SyncAlways || s.unsyncedWrites {
 		l.unsynced = append(l.unsynced, s.num)
 	}
 	if err := s.f.Close(); err != nil {
@@ -316,6 +316,7 @@ func (l *Log) flush(syncEach bool) error {
 				return l.fail(fmt.Errorf("fdatasync %s: %w", pw.seg.path, err))
 			}
 		} else {
+			pw.seg.unsyncedWrites = true
 			l.dirty.Store(true)
 		}
 		l.mu.Lock()

@@ -21,6 +21,9 @@ type writeSeg struct {
 	salt     uint32
 	capacity int64
 	end      int64 // where the next frame goes, counting buffered frames
+	// unsyncedWrites: a Flush wrote to it without fdatasync, so sealing it
+	// must leave it to the next sync even under SyncAlways.
+	unsyncedWrites bool
 }
 
 // SegmentInfo describes one segment file.
