@@ -263,8 +263,8 @@ func (e *Engine) applyJob(img *JobImage) {
 		j.flags |= fHasExt
 	}
 	if isNew {
-		e.idInsert(slot)
-		e.seqInsert(slot)
+		e.ids.insert(e, slot)
+		e.seqs.insert(e, slot)
 	}
 	if x.expire != 0 && (isNew || x.expire != oldExpire) {
 		e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seq})

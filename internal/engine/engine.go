@@ -80,7 +80,7 @@ type Engine struct {
 	sink Sink
 
 	jobs slab
-	ids  idTable
+	ids  slotTable[idHasher]
 	ext  map[uint32]*jobExt
 	resv map[uint32]resvInfo
 
@@ -93,8 +93,8 @@ type Engine struct {
 	ttl       ttlHeap  // lazily validated TTL deadlines
 	idem      map[string]idemEnt
 	idemQ     idemHeap
-	pauses    []uint32 // queues with a timed pause (few; scanned)
-	seqs      seqTable // enqueue sequence number → slot
+	pauses    []uint32             // queues with a timed pause (few; scanned)
+	seqs      slotTable[seqHasher] // enqueue sequence number → slot
 
 	keys     intern
 	tagIndex map[string]map[uint32]struct{}
@@ -146,7 +146,7 @@ func New(opts Options) *Engine {
 
 		onFirstTake: opts.OnFirstTake,
 	}
-	e.seqInit()
+	e.seqs.init(1024)
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e
 }

@@ -6,23 +6,20 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// The id table maps (queue, job id) to a slot with open addressing and
-// linear probing over a flat []uint32: ~5 bytes per job, no pointers. The
-// slab is the key storage: a probe compares against the job in the slot.
-// Deletion shifts later members of the probe run back, so there are no
-// tombstones to sweep.
+// The id table maps (queue, job id) to a slot (a slotTable). ULIDs — and
+// client ids spelled as canonical ULIDs — are compared by their 16 bytes,
+// other ids as strings.
 
-type idTable struct {
-	slots []uint32 // noSlot = empty
-	n     int
-	seed  maphash.Seed
+type idHasher struct{ seed maphash.Seed }
+
+func (h idHasher) hash(e *Engine, slot uint32) uint64 {
+	k := e.slotKey(slot)
+	return h.key(e.jobs.get(slot).queue, &k)
 }
 
-func newIDTable() idTable {
-	t := idTable{seed: maphash.MakeSeed(), slots: make([]uint32, 1024)}
-	for i := range t.slots {
-		t.slots[i] = noSlot
-	}
+func newIDTable() slotTable[idHasher] {
+	t := slotTable[idHasher]{h: idHasher{seed: maphash.MakeSeed()}}
+	t.init(1024)
 	return t
 }
 
@@ -53,20 +50,20 @@ func isUpperCrockford(s string) bool {
 	return true
 }
 
-func (e *Engine) hashKey(queue uint32, k *idKey) uint64 {
-	var h maphash.Hash
-	h.SetSeed(e.ids.seed)
+func (h idHasher) key(queue uint32, k *idKey) uint64 {
+	var mh maphash.Hash
+	mh.SetSeed(h.seed)
 	var b [5]byte
 	b[0], b[1], b[2], b[3] = byte(queue), byte(queue>>8), byte(queue>>16), byte(queue>>24)
 	if k.isULID {
 		b[4] = 1
-		h.Write(b[:])
-		h.Write(k.u[:])
+		mh.Write(b[:])
+		mh.Write(k.u[:])
 	} else {
-		h.Write(b[:])
-		h.WriteString(k.s)
+		mh.Write(b[:])
+		mh.WriteString(k.s)
 	}
-	return h.Sum64()
+	return mh.Sum64()
 }
 
 func (e *Engine) slotKey(slot uint32) idKey {
@@ -75,11 +72,6 @@ func (e *Engine) slotKey(slot uint32) idKey {
 		return idKey{isULID: true, u: j.id}
 	}
 	return idKey{s: e.ext[slot].clientID}
-}
-
-func (e *Engine) hashSlot(slot uint32) uint64 {
-	k := e.slotKey(slot)
-	return e.hashKey(e.jobs.get(slot).queue, &k)
 }
 
 func (e *Engine) slotMatches(slot, queue uint32, k *idKey) bool {
@@ -96,79 +88,10 @@ func (e *Engine) slotMatches(slot, queue uint32, k *idKey) bool {
 func (e *Engine) idLookup(queue uint32, k *idKey) uint32 {
 	t := &e.ids
 	mask := uint64(len(t.slots) - 1)
-	for i := e.hashKey(queue, k) & mask; ; i = (i + 1) & mask {
+	for i := t.h.key(queue, k) & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		if s == noSlot || e.slotMatches(s, queue, k) {
 			return s
 		}
-	}
-}
-
-func (e *Engine) idInsert(slot uint32) {
-	t := &e.ids
-	if (t.n+1)*4 > len(t.slots)*3 {
-		e.idGrow()
-	}
-	mask := uint64(len(t.slots) - 1)
-	i := e.hashSlot(slot) & mask
-	for t.slots[i] != noSlot {
-		i = (i + 1) & mask
-	}
-	t.slots[i] = slot
-	t.n++
-}
-
-func (e *Engine) idRemove(slot uint32) {
-	t := &e.ids
-	mask := uint64(len(t.slots) - 1)
-	i := e.hashSlot(slot) & mask
-	for t.slots[i] != slot {
-		if t.slots[i] == noSlot {
-			return
-		}
-		i = (i + 1) & mask
-	}
-	j := i
-	for {
-		t.slots[i] = noSlot
-		for {
-			j = (j + 1) & mask
-			if t.slots[j] == noSlot {
-				t.n--
-				return
-			}
-			home := e.hashSlot(t.slots[j]) & mask
-			// Leave j in place while its home lies cyclically in (i, j].
-			if i <= j {
-				if i < home && home <= j {
-					continue
-				}
-			} else if i < home || home <= j {
-				continue
-			}
-			break
-		}
-		t.slots[i] = t.slots[j]
-		i = j
-	}
-}
-
-func (e *Engine) idGrow() {
-	t := &e.ids
-	old := t.slots
-	t.slots = make([]uint32, len(old)*2)
-	for i := range t.slots {
-		t.slots[i] = noSlot
-	}
-	mask := uint64(len(t.slots) - 1)
-	for _, s := range old {
-		if s == noSlot {
-			continue
-		}
-		i := e.hashSlot(s) & mask
-		for t.slots[i] != noSlot {
-			i = (i + 1) & mask
-		}
-		t.slots[i] = s
 	}
 }

@@ -292,8 +292,8 @@ func (e *Engine) deleteJob(q *queue, slot uint32) {
 		e.indexTags(slot, x.tags, false)
 		e.trackBlob(x.result, -1)
 	}
-	e.idRemove(slot)
-	e.seqRemove(slot)
+	e.ids.remove(e, slot)
+	e.seqs.remove(e, slot)
 	delete(e.ext, slot)
 	e.jobs.release(slot)
 	if key != 0 {

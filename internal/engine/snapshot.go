@@ -116,14 +116,8 @@ func (e *Engine) reserve(n int) {
 		size *= 2
 	}
 	if size > len(e.ids.slots) {
-		e.ids.slots = make([]uint32, size)
-		for i := range e.ids.slots {
-			e.ids.slots[i] = noSlot
-		}
-		e.seqs.slots = make([]uint32, size)
-		for i := range e.seqs.slots {
-			e.seqs.slots[i] = noSlot
-		}
+		e.ids.init(size)
+		e.seqs.init(size)
 	}
 	for len(e.jobs.chunks)*chunkSize < n {
 		e.jobs.chunks = append(e.jobs.chunks, make([]job, chunkSize))
