@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	httpapi "github.com/chronoq/chronoq/internal/api/http"
+	lmstfyapi "github.com/chronoq/chronoq/internal/api/lmstfy"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/logging"
@@ -143,6 +144,24 @@ func serve(args []string) error {
 		Metrics:     m.Handler(),
 		Observe:     func(op string, code int, d time.Duration) { m.Request("http", op, code, d) },
 	})
+	// lmstfy-compatible API: /api/ on the main listener, its token admin
+	// routes on the admin listener.
+	lm := lmstfyapi.New(b, lmstfyapi.Options{
+		AdminToken:  c.adminToken,
+		RequireAuth: c.adminToken != "" || mainPublic || adminPublic,
+		MaxPayload:  c.maxPayload,
+		MaxWait:     600 * time.Second,
+		Logger:      lg,
+		Observe:     func(op string, code int, d time.Duration) { m.Request("lmstfy", op, code, d) },
+	})
+	mainMux := http.NewServeMux()
+	mainMux.Handle("/", api.Main())
+	mainMux.Handle("/api/", lm.Main())
+	adminMux := http.NewServeMux()
+	adminMux.Handle("/", api.Admin())
+	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
+		adminMux.Handle(p, lm.Admin())
+	}
 
 	var servers []*http.Server
 	errc := make(chan error, 2)
@@ -181,11 +200,11 @@ func serve(args []string) error {
 		}()
 		return nil
 	}
-	if err := start("http", c.httpAddr, api.Main()); err != nil {
+	if err := start("http", c.httpAddr, mainMux); err != nil {
 		b.Close()
 		return err
 	}
-	if err := start("admin", c.adminAddr, api.Admin()); err != nil {
+	if err := start("admin", c.adminAddr, adminMux); err != nil {
 		b.Close()
 		return err
 	}
