@@ -14,6 +14,7 @@ Usage:
   chronoq serve [flags]          run the server (see: chronoq serve --help)
   chronoq wal verify DIR         check every record of a data directory's log
   chronoq wal dump DIR           print the log's records, one per line
+  chronoq beanstalkd [flags]     a drop-in for the beanstalkd binary (see: chronoq beanstalkd -h)
   chronoq bench [flags]          load-test a running server (see: chronoq bench --help)
   chronoq help                   this text
 
@@ -32,6 +33,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "wal":
 		err = walCmd(os.Args[2:])
+	case "beanstalkd":
+		err = beanstalkdCmd(os.Args[2:])
 	case "bench":
 		err = benchCmd(os.Args[2:])
 	case "help", "-h", "--help":

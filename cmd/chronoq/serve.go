@@ -16,8 +16,10 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/chronoq/chronoq/internal/api/beanstalk"
 	httpapi "github.com/chronoq/chronoq/internal/api/http"
 	lmstfyapi "github.com/chronoq/chronoq/internal/api/lmstfy"
+	rtws "github.com/chronoq/chronoq/internal/api/ws"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/logging"
@@ -26,20 +28,21 @@ import (
 )
 
 type serveConfig struct {
-	data           string
-	httpAddr       string
-	adminAddr      string
-	beanstalkAddr  string
-	sync           string
-	syncInterval   time.Duration
-	adminToken     string
-	maxPayload     int64
-	maxConnections int
-	forceRecovery  bool
-	segmentSize    int64
-	logFormat      string
-	metricsQueues  int
-	logAsync       bool
+	data            string
+	httpAddr        string
+	adminAddr       string
+	beanstalkAddr   string
+	sync            string
+	syncInterval    time.Duration
+	adminToken      string
+	maxPayload      int64
+	maxConnections  int
+	forceRecovery   bool
+	segmentSize     int64
+	logFormat       string
+	metricsQueues   int
+	logAsync        bool
+	beanstalkPublic bool
 }
 
 func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
@@ -47,7 +50,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.StringVar(&c.data, "data", "./chronoq-data", "data directory (log, snapshots)")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7777", "HTTP API address (empty: disabled)")
 	fs.StringVar(&c.adminAddr, "admin", "127.0.0.1:7778", "admin address: namespaces, tokens, health, pprof (empty: disabled)")
-	fs.StringVar(&c.beanstalkAddr, "beanstalk", "127.0.0.1:11300", "beanstalkd protocol address (reserved; not served by this version)")
+	fs.StringVar(&c.beanstalkAddr, "beanstalk", "127.0.0.1:11300", "beanstalkd protocol address, tubes = queues of namespace default (empty: disabled)")
 	fs.StringVar(&c.sync, "sync", "always", "when to fdatasync the log: always (before every OK), interval, never")
 	fs.DurationVar(&c.syncInterval, "sync-interval", 10*time.Millisecond, "fdatasync period under --sync interval")
 	fs.StringVar(&c.adminToken, "admin-token", "", "token for the admin API (and every namespace); required to listen beyond loopback")
@@ -56,6 +59,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.BoolVar(&c.forceRecovery, "force-recovery", false, "start despite log corruption before its tail, skipping (and counting) damaged records")
 	fs.Int64Var(&c.segmentSize, "segment-size", 64<<20, "log segment size in bytes")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log output: text or json")
+	fs.BoolVar(&c.beanstalkPublic, "beanstalk-public", false, "allow the (unauthenticated) beanstalkd listener on a non-loopback address")
 	fs.BoolVar(&c.logAsync, "log-async", true, "write logs from a bounded queue so a slow sink never blocks requests (drops are counted)")
 	fs.IntVar(&c.metricsQueues, "metrics-max-queues", 1000, "distinct queues labelled in metrics; the rest are summed under \"_other\"")
 	cfg := fs.String("config", "", "file of \"name = value\" settings (flags and CHRONOQ_* variables take precedence)")
@@ -125,6 +129,11 @@ func serve(args []string) error {
 	// Protected mode (DESIGN §7): beyond loopback only with authentication.
 	mainPublic := c.httpAddr != "" && !isLoopback(c.httpAddr)
 	adminPublic := c.adminAddr != "" && !isLoopback(c.adminAddr)
+	if c.beanstalkAddr != "" && !isLoopback(c.beanstalkAddr) && !c.beanstalkPublic {
+		b.Close()
+		return fmt.Errorf("refusing to serve the beanstalkd protocol on %s: it has no authentication; "+
+			"listen on 127.0.0.1 or pass --beanstalk-public to accept that anyone who can reach the port can use the default namespace", c.beanstalkAddr)
+	}
 	if adminPublic && c.adminToken == "" || mainPublic && c.adminToken == "" && !b.HasTokens() {
 		b.Close()
 		which := c.httpAddr
@@ -154,11 +163,27 @@ func serve(args []string) error {
 		Logger:      lg,
 		Observe:     func(op string, code int, d time.Duration) { m.Request("lmstfy", op, code, d) },
 	})
+	// real time: WebSocket and SSE on the main listener, forced disconnects
+	// on the admin listener
+	rt, err := rtws.New(b, b.Channels(), rtws.Options{
+		AdminToken:     c.adminToken,
+		RequireAuth:    c.adminToken != "" || mainPublic || adminPublic,
+		MaxPayload:     c.maxPayload,
+		MaxConnections: c.maxConnections * 9 / 10, // leave room for plain HTTP and admin
+		Logger:         lg,
+	})
+	if err != nil {
+		b.Close()
+		return err
+	}
 	mainMux := http.NewServeMux()
 	mainMux.Handle("/", api.Main())
 	mainMux.Handle("/api/", lm.Main())
+	mainMux.Handle("GET /v1/ws", rt.Handler())
+	mainMux.Handle("GET /v1/sse", rt.Handler())
 	adminMux := http.NewServeMux()
 	adminMux.Handle("/", api.Admin())
+	adminMux.Handle("POST /admin/disconnect", rt.AdminHandler())
 	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
 		adminMux.Handle(p, lm.Admin())
 	}
@@ -208,8 +233,20 @@ func serve(args []string) error {
 		b.Close()
 		return err
 	}
+	var bsrv *beanstalk.Server
 	if c.beanstalkAddr != "" {
-		lg.Info("beanstalkd protocol listener is not part of this version; --beanstalk ignored", "addr", c.beanstalkAddr)
+		ln, err := net.Listen("tcp", c.beanstalkAddr)
+		if err != nil {
+			b.Close()
+			return fmt.Errorf("beanstalk listener: %w", err)
+		}
+		bsrv = beanstalk.New(b, beanstalk.Options{Logger: lg})
+		lg.Info("listening", "listener", "beanstalk", "addr", ln.Addr().String())
+		go func() {
+			if err := bsrv.Serve(netutil.LimitListener(ln, c.maxConnections)); err != nil && !errors.Is(err, beanstalk.ErrServerClosed) {
+				errc <- fmt.Errorf("beanstalk listener: %w", err)
+			}
+		}()
 	}
 
 	sig := make(chan os.Signal, 1)
@@ -224,9 +261,19 @@ func serve(args []string) error {
 	// Long-polls end first (with empty answers) so in-flight requests can
 	// finish promptly; then the listeners close; then the log is synced and
 	// a snapshot written.
-	b.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	// Protocol servers that hold reservations release them through the
+	// broker, so they stop before it drains.
+	if bsrv != nil {
+		if err := bsrv.Close(); err != nil {
+			lg.Warn("beanstalk listener shutdown", "err", err)
+		}
+	}
+	if err := rt.Shutdown(ctx); err != nil {
+		lg.Warn("realtime shutdown", "err", err)
+	}
+	b.Drain()
 	for _, srv := range servers {
 		if err := srv.Shutdown(ctx); err != nil {
 			lg.Warn("listener shutdown", "err", err)

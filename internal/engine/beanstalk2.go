@@ -120,6 +120,22 @@ func (e *Engine) Release(now time.Time, ns, qn, id string, req ReleaseRequest) (
 	return s, nil
 }
 
+// KickBounded is Kick with n cut to the number of jobs that could move:
+// clients kick "everything" with a bound of 2^32-1, and Kick sizes its
+// work by n.
+func (e *Engine) KickBounded(now time.Time, ns, qn string, n int) (int, error) {
+	e.Advance(now)
+	q, err := e.findQueue(ns, qn)
+	if err != nil {
+		return 0, err
+	}
+	avail := len(q.dead.s)
+	if avail == 0 {
+		avail = int(q.counts.Delayed)
+	}
+	return e.Kick(now, ns, qn, min(n, avail))
+}
+
 // PeekState returns the job at the head of one state of a queue: the next
 // ready job in serving order, the delayed job that activates first, or
 // the dead job with the lowest sequence number. Listing would visit every

@@ -1,0 +1,11 @@
+//go:build unix
+
+package beanstalk
+
+import (
+	"os"
+	"syscall"
+)
+
+// DrainSignals put beanstalkd into drain mode (see Server.SetDraining).
+var DrainSignals = []os.Signal{syscall.SIGUSR1}

@@ -1,0 +1,376 @@
+package ws
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
+
+// command is one client frame: {"id":N,"<op>":{...}}.
+type command struct {
+	ID   uint64
+	Op   string
+	Body json.RawMessage
+}
+
+// ops lists the commands; the frame decoder refuses anything else.
+var ops = map[string]bool{
+	"connect": true, "subscribe": true, "unsubscribe": true, "publish": true, "refresh": true,
+	"consume": true, "stop": true, "ack": true, "nack": true, "touch": true, "bury": true, "put": true,
+}
+
+// maxID keeps ids exact in JavaScript numbers.
+const maxID = 1<<53 - 1
+
+// cmdError is an error answered to one command: {"code","message"}.
+type cmdError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *cmdError) Error() string { return e.Code + ": " + e.Message }
+
+func errf(code, format string, args ...any) *cmdError {
+	return &cmdError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *cmdError { return errf("bad_request", format, args...) }
+
+// decodeCommand reads a frame's envelope. A frame that is not an object
+// with a positive integer id and exactly one known op is an error; ID is
+// set whenever it could be read, so the error can still be answered.
+func decodeCommand(frame []byte) (command, error) {
+	var cmd command
+	frame = trimSpace(frame)
+	if len(frame) == 0 || frame[0] != '{' || !json.Valid(frame) {
+		return cmd, badRequest("a command is a JSON object: {\"id\":1,\"<op>\":{...}}")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(frame, &m); err != nil {
+		return cmd, badRequest("invalid command: %v", err)
+	}
+	rawID, ok := m["id"]
+	if !ok {
+		return cmd, badRequest("id: missing (a positive integer the answer will carry)")
+	}
+	id, err := strconv.ParseUint(string(rawID), 10, 64)
+	if err != nil || id == 0 || id > maxID {
+		return cmd, badRequest("id: must be an integer from 1 to 2^53-1, got %.40s", rawID)
+	}
+	cmd.ID = id
+	for k, v := range m {
+		if k == "id" {
+			continue
+		}
+		if !ops[k] {
+			return cmd, badRequest("unknown command %q", k)
+		}
+		if cmd.Op != "" {
+			return cmd, badRequest("one command per frame, got %q and %q", cmd.Op, k)
+		}
+		cmd.Op, cmd.Body = k, v
+	}
+	if cmd.Op == "" {
+		return cmd, badRequest("no command in the frame")
+	}
+	return cmd, nil
+}
+
+// Command bodies. Unknown fields are refused (strictUnmarshal).
+
+type connectBody struct {
+	Token string `json:"token"`
+}
+
+type subscribeBody struct {
+	Channel string  `json:"channel"`
+	Since   *uint64 `json:"since"`
+	Epoch   *string `json:"epoch"`
+}
+
+type channelBody struct {
+	Channel string `json:"channel"`
+}
+
+type publishBody struct {
+	Channel string          `json:"channel"`
+	Data    json.RawMessage `json:"data"`
+}
+
+type refreshBody struct {
+	Token string `json:"token"`
+}
+
+type consumeBody struct {
+	Namespace string    `json:"namespace"`
+	Queues    []string  `json:"queues"`
+	Prefetch  *int      `json:"prefetch"`
+	TTR       *duration `json:"ttr"`
+}
+
+type jobRef struct {
+	Namespace string `json:"namespace"`
+	Queue     string `json:"queue"`
+	ID        string `json:"id"`
+	Receipt   string `json:"receipt"`
+}
+
+type ackBody struct {
+	jobRef
+	Result json.RawMessage `json:"result"`
+}
+
+type nackBody struct {
+	jobRef
+	Delay *duration `json:"delay"`
+	Error string    `json:"error"`
+}
+
+type touchBody struct {
+	jobRef
+	TTR *duration `json:"ttr"`
+}
+
+type buryBody struct {
+	jobRef
+	Reason string `json:"reason"`
+}
+
+type putBody struct {
+	Namespace      string            `json:"namespace"`
+	Queue          string            `json:"queue"`
+	Payload        json.RawMessage   `json:"payload"`
+	PayloadBase64  *string           `json:"payload_base64"`
+	ID             string            `json:"id"`
+	Delay          *duration         `json:"delay"`
+	At             *time.Time        `json:"at"`
+	Priority       *uint32           `json:"priority"`
+	TTL            *duration         `json:"ttl"`
+	TTR            *duration         `json:"ttr"`
+	Tries          *uint32           `json:"tries"`
+	Key            string            `json:"key"`
+	Tags           map[string]string `json:"tags"`
+	ReplyTo        string            `json:"reply_to"`
+	IdempotencyKey string            `json:"idempotency_key"`
+}
+
+// decodeBody reads a command's body into v; an absent or null body is an
+// empty object.
+func decodeBody(raw json.RawMessage, v any) error {
+	raw = trimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	if err := strictUnmarshal(raw, v); err != nil {
+		var ce *cmdError
+		if errors.As(err, &ce) {
+			return ce
+		}
+		return badRequest("%v", err)
+	}
+	return nil
+}
+
+// duration is a Go duration string ("30s") or a number of seconds, as in
+// the HTTP API.
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q (want e.g. \"30s\" or a number of seconds)", s)
+		}
+		if v < 0 {
+			return errors.New("duration must not be negative")
+		}
+		*d = duration(v)
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || f < 0 || f > 9e9 || math.IsNaN(f) {
+		return fmt.Errorf("invalid duration %.40s (want e.g. \"30s\" or a number of seconds)", b)
+	}
+	*d = duration(math.Round(f * 1e9))
+	return nil
+}
+
+func (d *duration) ptr() *time.Duration {
+	if d == nil {
+		return nil
+	}
+	v := time.Duration(*d)
+	return &v
+}
+
+// describeJSONError names the offending field where encoding/json lets us.
+func describeJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		f := te.Field
+		if f == "" {
+			f = "body"
+		}
+		return badRequest("%s: must be %s, got JSON %s", f, jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return badRequest("invalid JSON at byte %d: %v", se.Offset, se)
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return badRequest("unknown field %s", f)
+	}
+	if strings.HasPrefix(msg, "json: ") {
+		return badRequest("%s", strings.TrimPrefix(msg, "json: "))
+	}
+	return badRequest("%s", msg)
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "bool":
+		return "true or false"
+	}
+	return "a number"
+}
+
+// compactJSON validates and compacts a JSON value given by a client;
+// number spelling, key order and escapes stay as sent.
+func compactJSON(field string, raw json.RawMessage, max int64) ([]byte, error) {
+	if len(raw) == 0 {
+		return nil, badRequest("%s: missing", field)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, badRequest("%s: invalid JSON: %v", field, err)
+	}
+	if int64(buf.Len()) > max {
+		return nil, errf("payload_too_large", "%s: %d bytes, the limit is %d", field, buf.Len(), max)
+	}
+	return buf.Bytes(), nil
+}
+
+// putRequest turns a put body into the engine's request. The limits the
+// engine does not check itself are checked here, like the HTTP API does.
+func (p *putBody) request(maxPayload int64) (engine.PutRequest, error) {
+	var req engine.PutRequest
+	switch {
+	case len(p.Payload) > 0 && p.PayloadBase64 != nil:
+		return req, badRequest("payload: give either payload or payload_base64, not both")
+	case len(p.Payload) > 0:
+		data, err := compactJSON("payload", p.Payload, maxPayload)
+		if err != nil {
+			return req, err
+		}
+		req.Payload, req.PayloadJSON = data, true
+	case p.PayloadBase64 != nil:
+		data, err := base64.StdEncoding.DecodeString(*p.PayloadBase64)
+		if err != nil {
+			return req, badRequest("payload_base64: invalid standard base64: %v", err)
+		}
+		if int64(len(data)) > maxPayload {
+			return req, errf("payload_too_large", "payload: %d bytes, the limit is %d", len(data), maxPayload)
+		}
+		req.Payload = data
+	default:
+		return req, badRequest("payload: missing: give payload (any JSON value) or payload_base64")
+	}
+	if p.ID != "" && !engine.ValidJobID(p.ID) {
+		return req, badRequest("id: invalid job id %q", p.ID)
+	}
+	if p.Delay != nil && p.At != nil {
+		return req, badRequest("at: delay and at are exclusive, give one")
+	}
+	if p.Delay != nil && time.Duration(*p.Delay) > engine.MaxDelay {
+		return req, badRequest("delay: must be at most %s", engine.MaxDelay)
+	}
+	if len(p.Key) > engine.MaxKeyLen {
+		return req, badRequest("key: at most %d bytes", engine.MaxKeyLen)
+	}
+	if len(p.Tags) > engine.MaxTags {
+		return req, badRequest("tags: at most %d tags", engine.MaxTags)
+	}
+	for k, v := range p.Tags {
+		if k == "" || len(k) > engine.MaxTagLen || len(v) > engine.MaxTagLen {
+			return req, badRequest("tags: keys are 1 to %d bytes, values at most %d", engine.MaxTagLen, engine.MaxTagLen)
+		}
+	}
+	if p.ReplyTo != "" && !engine.ValidQueueName(p.ReplyTo) {
+		return req, badRequest("reply_to: invalid queue name %q", p.ReplyTo)
+	}
+	req.ID, req.At, req.Priority, req.Tries = p.ID, p.At, p.Priority, p.Tries
+	req.Delay, req.TTL, req.TTR = p.Delay.ptr(), p.TTL.ptr(), p.TTR.ptr()
+	req.Key, req.ReplyTo, req.IdempotencyKey = p.Key, p.ReplyTo, p.IdempotencyKey
+	if len(p.Tags) > 0 {
+		req.Tags = p.Tags
+	}
+	return req, nil
+}
+
+// errorOf maps any error to what a client is told. Engine errors keep
+// their code; anything else is internal and says no more than that.
+func errorOf(err error) *cmdError {
+	var ce *cmdError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		return &cmdError{Code: string(ee.Code), Message: ee.Error()}
+	}
+	return &cmdError{Code: "internal", Message: "internal error"}
+}
+
+// marshal encodes without HTML escaping: data must come back byte for byte.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func trimSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// bearer extracts the token of "Authorization: Bearer <token>".
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
