@@ -59,3 +59,18 @@ func TestBeanstalkOps(t *testing.T) {
 	}
 	compareEngines(t, f.e, f.sink.replay(t, true), f.now)
 }
+
+// Limits come from the network: a huge one must cost what the heap holds,
+// not what the client asked for.
+func TestHugeLimitsAreBoundedByWhatExists(t *testing.T) {
+	f := newFixture(t)
+	f.put("q", PutRequest{})
+	j := f.take1("q")
+	f.e.Bury(f.now, "default", "q", j.ID, BuryRequest{Receipt: j.Receipt})
+	if n, err := f.e.Respawn(f.now, "default", "q", RespawnRequest{Limit: 1 << 31}); err != nil || n != 1 {
+		t.Fatalf("respawn %d %v", n, err)
+	}
+	if n, err := f.e.Kick(f.now, "default", "q", 1<<31); err != nil || n != 0 {
+		t.Fatalf("kick %d %v", n, err)
+	}
+}

@@ -106,6 +106,7 @@ func (e *Engine) hbest(h *slotHeap, k int, dst []uint32) []uint32 {
 	if k == 1 {
 		return append(dst, h.s[0])
 	}
+	k = min(k, len(h.s)) // k comes from clients (respawn, kick limits)
 	lessPos := func(a, b int) bool { return e.less(h, h.s[a], h.s[b]) }
 	front := make([]int, 1, 2*k+1)
 	for len(front) > 0 && k > 0 {
