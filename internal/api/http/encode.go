@@ -87,6 +87,10 @@ type jobJSON struct {
 	ResultBase64  *string           `json:"result_base64,omitempty"`
 }
 
+// JobObject is the API's job object for j, as every protocol that speaks
+// JSON shows it (the WebSocket push uses it too).
+func JobObject(j *engine.Job) any { return encodeJob(j) }
+
 func encodeJob(j *engine.Job) jobJSON {
 	out := jobJSON{
 		ID:            j.ID,

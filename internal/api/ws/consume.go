@@ -2,12 +2,11 @@ package ws
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 
+	httpapi "github.com/chronoq/chronoq/internal/api/http"
 	"github.com/chronoq/chronoq/internal/engine"
 )
 
@@ -333,7 +332,7 @@ func (k *consumer) deliver(jobs []engine.Job) {
 	}
 	k.mu.Unlock()
 	for i := range jobs {
-		k.c.push(map[string]any{"job": encodeJob(&jobs[i])}, false)
+		k.c.push(map[string]any{"job": httpapi.JobObject(&jobs[i])}, false)
 	}
 }
 
@@ -402,55 +401,4 @@ func (c *conn) stopConsumer() {
 			k.nack(key.queue, key.id, receipt)
 		}
 	}()
-}
-
-// jobJSON is the job object of the HTTP API (docs/api.md), with receipt.
-type jobJSON struct {
-	ID            string            `json:"id"`
-	Namespace     string            `json:"namespace"`
-	Queue         string            `json:"queue"`
-	State         string            `json:"state"`
-	Payload       json.RawMessage   `json:"payload,omitempty"`
-	PayloadBase64 *string           `json:"payload_base64,omitempty"`
-	Priority      uint32            `json:"priority"`
-	Key           string            `json:"key,omitempty"`
-	Tags          map[string]string `json:"tags,omitempty"`
-	CreatedAt     string            `json:"created_at"`
-	ActivateAt    string            `json:"activate_at"`
-	ExpireAt      string            `json:"expire_at,omitempty"`
-	TTR           string            `json:"ttr"`
-	Tries         uint32            `json:"tries"`
-	Attempt       uint32            `json:"attempt"`
-	Receipt       string            `json:"receipt,omitempty"`
-	ReservedUntil string            `json:"reserved_until,omitempty"`
-	LastError     string            `json:"last_error,omitempty"`
-	ReplyTo       string            `json:"reply_to,omitempty"`
-	Cron          string            `json:"cron,omitempty"`
-}
-
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(timeLayout)
-}
-
-func encodeJob(j *engine.Job) jobJSON {
-	out := jobJSON{
-		ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, State: j.State.String(),
-		Priority: j.Priority, Key: j.Key, Tags: j.Tags,
-		CreatedAt: fmtTime(j.CreatedAt), ActivateAt: fmtTime(j.ActivateAt), ExpireAt: fmtTime(j.ExpireAt),
-		TTR: j.TTR.String(), Tries: j.Tries, Attempt: j.Attempt, Receipt: j.Receipt,
-		ReservedUntil: fmtTime(j.ReservedUntil), LastError: j.LastError, ReplyTo: j.ReplyTo, Cron: j.Cron,
-	}
-	switch {
-	case j.PayloadJSON && len(j.Data) == 0:
-		out.Payload = json.RawMessage("null")
-	case j.PayloadJSON && json.Valid(j.Data):
-		out.Payload = j.Data
-	default:
-		s := base64.StdEncoding.EncodeToString(j.Data)
-		out.PayloadBase64 = &s
-	}
-	return out
 }
