@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Runs the benchmark matrix: builds chronoq, starts it and the peers
+# (bench/peers.sh), and runs every scenario × connection count with the
+# targets alternating A/B/C/A/B/C... (REPS repetitions each) because
+# shared machines drift; then writes bench/results/<date>.json (a JSON
+# array of `chronoq bench --json` objects), <date>.cdf.jsonl (the latency
+# distributions), <date>.na.txt (cells that could not run, with why) and
+# the plots and a markdown table of medians under bench/results/<date>/.
+#
+# Knobs (environment): DURATION (5s) CONNS ("8 64") REPS (3) PAYLOAD (100)
+# SCENARIOS ("put lifecycle") TARGETS (see below, default: all that are up)
+# DELAYED_TARGETS ("chronoq-http beanstalkd-nobinlog redis") DELAYED_CONNS (64)
+# DELAY_RANGE (1s..2s) DELAYED_DURATION (10s) CHRONOQ_BIN (a prebuilt server;
+# default: built from this tree) PROFILE (1: CPU-profile chronoq during its
+# first run of each scenario at the largest conns) KEEP_PEERS (1: leave
+# the peers running) BENCH_DIR (scratch, /tmp/chronoq-bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin
+
+DURATION=${DURATION:-5s}
+CONNS=${CONNS:-8 64}
+REPS=${REPS:-3}
+PAYLOAD=${PAYLOAD:-100}
+SCENARIOS=${SCENARIOS:-put lifecycle}
+DELAYED_TARGETS=${DELAYED_TARGETS:-chronoq-http beanstalkd-nobinlog redis}
+DELAYED_CONNS=${DELAYED_CONNS:-64}
+DELAY_RANGE=${DELAY_RANGE:-1s..2s}
+DELAYED_DURATION=${DELAYED_DURATION:-10s}
+PROFILE=${PROFILE:-1}
+export BENCH_DIR=${BENCH_DIR:-/tmp/chronoq-bench}
+CQ_HTTP=127.0.0.1:17777 CQ_ADMIN=127.0.0.1:17778 CQ_BEANSTALK=127.0.0.1:11320
+
+# label=target@addr of every target the matrix knows
+declare -A SPEC=(
+	[chronoq-http]=chronoq-http@$CQ_HTTP
+	[chronoq-beanstalk]=chronoq-beanstalk@$CQ_BEANSTALK
+	[beanstalkd]=beanstalkd@127.0.0.1:${BEANSTALKD_PORT:-11310}
+	[beanstalkd-nobinlog]=beanstalkd@127.0.0.1:${BEANSTALKD_MEM_PORT:-11311}
+	[redis]=redis@127.0.0.1:${REDIS_PORT:-16379}
+	[nats]=nats@127.0.0.1:${NATS_PORT:-14222}
+	[rabbitmq]=rabbitmq@127.0.0.1:${RABBITMQ_PORT:-15673}
+)
+ORDER="chronoq-http chronoq-beanstalk beanstalkd beanstalkd-nobinlog redis nats rabbitmq"
+PEERS=${PEERS:-beanstalkd beanstalkd-mem redis nats rabbitmq}
+
+mkdir -p bench/results "$BENCH_DIR"
+stamp=$(date -u +%Y-%m-%d)
+[[ -e bench/results/$stamp.json ]] && stamp=$(date -u +%Y-%m-%d-%H%M)
+OUT=bench/results/$stamp.json
+LINES=$BENCH_DIR/$stamp.lines
+NA=bench/results/$stamp.na.txt
+: >"$LINES"
+: >"$NA"
+rm -f "${OUT%.json}.cdf.jsonl"
+
+echo "building chronoq" >&2
+go build -o "$BENCH_DIR/chronoq" ./cmd/chronoq
+BIN=$BENCH_DIR/chronoq
+SERVER=${CHRONOQ_BIN:-$BIN}
+
+cq_pid=
+cleanup() {
+	[[ -n $cq_pid ]] && kill "$cq_pid" 2>/dev/null && wait "$cq_pid" 2>/dev/null
+	[[ ${KEEP_PEERS:-0} == 1 ]] || bench/peers.sh stop
+}
+trap cleanup EXIT
+
+rm -rf "$BENCH_DIR/chronoq-data"
+"$SERVER" serve --data "$BENCH_DIR/chronoq-data" --http $CQ_HTTP --admin $CQ_ADMIN \
+	--beanstalk $CQ_BEANSTALK >"$BENCH_DIR/chronoq.log" 2>&1 &
+cq_pid=$!
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/${CQ_HTTP##*:}) 2>/dev/null && break; sleep 0.1; done
+bench/peers.sh start $PEERS || echo "some peers did not start; their cells are n/a" >&2
+
+up() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+if [[ -z ${TARGETS:-} ]]; then
+	TARGETS=
+	for l in $ORDER; do
+		addr=${SPEC[$l]#*@}
+		if up "$addr"; then TARGETS+="$l "; else echo "$l: n/a: nothing listens on $addr" | tee -a "$NA" >&2; fi
+	done
+fi
+echo "targets: $TARGETS" >&2
+
+# run LABEL SCENARIO CONNS DURATION [extra flags]
+run() {
+	local label=$1 sc=$2 n=$3 dur=$4
+	shift 4
+	local spec=${SPEC[$label]} out err
+	err=$(mktemp)
+	if out=$("$BIN" bench --target "${spec%@*}" --addr "${spec#*@}" --label "$label" --scenario "$sc" \
+		--conns "$n" --duration "$dur" --payload "$PAYLOAD" --json --cdf "${OUT%.json}.cdf.jsonl" "$@" 2>"$err"); then
+		echo "$out" >>"$LINES"
+		echo "  $out" >&2
+	else
+		echo "$label $sc conns=$n: $(tail -1 "$err")" | tee -a "$NA" >&2
+	fi
+	rm -f "$err"
+}
+
+maxconns=$(tr ' ' '\n' <<<"$CONNS" | sort -n | tail -1)
+for sc in $SCENARIOS; do
+	for n in $CONNS; do
+		for rep in $(seq "$REPS"); do
+			echo "== $sc conns=$n rep $rep/$REPS" >&2
+			for label in $TARGETS; do
+				prof=
+				if [[ $PROFILE == 1 && $label == chronoq-http && $rep == 1 && $n == "$maxconns" ]]; then
+					secs=$(($(sed 's/[^0-9].*//' <<<"$DURATION") - 1))
+					((secs >= 1)) || secs=1
+					curl -s -o "bench/results/$stamp.$sc-$n.pprof" \
+						"http://$CQ_ADMIN/debug/pprof/profile?seconds=$secs" &
+					prof=$!
+				fi
+				run "$label" "$sc" "$n" "$DURATION"
+				[[ -n $prof ]] && wait "$prof" || true
+			done
+		done
+	done
+done
+
+for rep in $(seq "$REPS"); do
+	echo "== delayed conns=$DELAYED_CONNS rep $rep/$REPS" >&2
+	for label in $DELAYED_TARGETS; do
+		[[ " $TARGETS " == *" $label "* ]] || continue
+		run "$label" delayed "$DELAYED_CONNS" "$DELAYED_DURATION" --delay-range "$DELAY_RANGE"
+	done
+done
+
+{
+	echo "["
+	paste -sd, "$LINES" | sed 's/},{/},\n{/g'
+	echo "]"
+} >"$OUT"
+echo "wrote $OUT ($(wc -l <"$LINES") runs)" >&2
+mkdir -p "bench/results/$stamp"
+"$BIN" bench plot "$OUT" "bench/results/$stamp" | tee "bench/results/$stamp/table.md"

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/beanstalkd/go-beanstalk"
+)
+
+// beanstalkTarget speaks the beanstalkd protocol through go-beanstalk:
+// put, reserve-with-timeout, delete, in a fresh tube per run. It drives
+// beanstalkd itself and chronoq's beanstalkd-protocol listener alike.
+type beanstalkTarget struct {
+	addr, tube string
+}
+
+func openBeanstalk(_ context.Context, _ Config, addr, run string) (Target, error) {
+	return &beanstalkTarget{addr: addr, tube: run}, nil
+}
+
+func (t *beanstalkTarget) Addr() string { return t.addr }
+func (t *beanstalkTarget) Caps() Caps   { return Caps{DelayResolution: time.Second} }
+func (t *beanstalkTarget) Close() error { return nil }
+
+// Cleanup leaves jobs of put runs in place: beanstalkd has no "drop tube",
+// and deleting them one by one would take longer than the run.
+func (t *beanstalkTarget) Cleanup(context.Context) error { return nil }
+
+// opTimeout bounds one request beyond its own wait, since go-beanstalk has
+// no contexts: a server that stops answering fails the op instead of
+// hanging the run.
+const opTimeout = 30 * time.Second
+
+// deadlineConn sets a read deadline before each read.
+type deadlineConn struct {
+	net.Conn
+	wait time.Duration // the current command's own wait (reserve)
+}
+
+func (d *deadlineConn) Read(p []byte) (int, error) {
+	if err := d.Conn.SetReadDeadline(time.Now().Add(d.wait + opTimeout)); err != nil {
+		return 0, err
+	}
+	return d.Conn.Read(p)
+}
+
+func (t *beanstalkTarget) Connect(ctx context.Context) (Conn, error) {
+	nc, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	dc := &deadlineConn{Conn: nc}
+	c := beanstalk.NewConn(dc)
+	bc := &beanstalkConn{dc: dc, c: c, tube: beanstalk.NewTube(c, t.tube), set: beanstalk.NewTubeSet(c, t.tube)}
+	// "use" and "watch"/"ignore default" before the clock starts
+	if _, err := bc.tube.Kick(0); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if _, _, err := bc.set.Reserve(0); !errors.Is(err, beanstalk.ErrTimeout) {
+		c.Close()
+		if err == nil {
+			err = errors.New("fresh tube answered a job")
+		}
+		return nil, err
+	}
+	return bc, nil
+}
+
+type beanstalkConn struct {
+	dc   *deadlineConn
+	c    *beanstalk.Conn
+	tube *beanstalk.Tube
+	set  *beanstalk.TubeSet
+}
+
+func (c *beanstalkConn) Close() error { return c.c.Close() }
+
+func (c *beanstalkConn) Put(_ context.Context, payload []byte, delay time.Duration) error {
+	c.dc.wait = 0
+	_, err := c.tube.Put(payload, 1024, delay, 30*time.Second)
+	return err
+}
+
+func (c *beanstalkConn) Take(_ context.Context, wait time.Duration) (Job, error) {
+	c.dc.wait = wait
+	id, body, err := c.set.Reserve(wait)
+	if errors.Is(err, beanstalk.ErrTimeout) {
+		return Job{}, errEmpty
+	}
+	if err != nil {
+		return Job{}, err
+	}
+	return Job{Payload: body, ref: id}, nil
+}
+
+func (c *beanstalkConn) Ack(_ context.Context, j Job) error {
+	c.dc.wait = 0
+	return c.c.Delete(j.ref.(uint64))
+}

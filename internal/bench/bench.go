@@ -1,0 +1,324 @@
+// Package bench is chronoq's load generator: it drives chronoq and its
+// peers (beanstalkd, Redis with lmstfy's layout, NATS JetStream, RabbitMQ),
+// each through its standard Go client, with the same scenarios, and reports
+// throughput and latency percentiles; it also draws the report's plots.
+//
+// A target is reached through the small Target/Conn interface: put (with
+// an optional delay), take with a wait, ack. Scenarios:
+//
+//   - put: durable puts as fast as possible; latency is one put.
+//   - lifecycle: put → take → ack per iteration; latency is the cycle.
+//   - delayed: put with a random delay, take it when due, ack; the
+//     reported percentiles are lateness (handed out − due).
+//   - fanout: one publisher, N subscribers of a chronoq channel; needs the
+//     real-time API (not available in this version).
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Scenarios in the order they are documented.
+var Scenarios = []string{"put", "lifecycle", "delayed", "fanout"}
+
+// Config describes one run.
+type Config struct {
+	Target   string        // a name of Targets
+	Addr     string        // host:port; empty: the target's default
+	Scenario string        // put, lifecycle, delayed or fanout
+	Conns    int           // concurrent connections, one worker each
+	Duration time.Duration // how long workers start new iterations
+	Payload  int           // payload bytes
+	DelayMin time.Duration // delayed: the range of random delays
+	DelayMax time.Duration
+	Label    string // reported as "target" instead of Target (e.g. beanstalkd-nobinlog)
+	Token    string // chronoq namespace token, if the server requires one
+
+	// Progress, when set, gets a live "\r"-rewritten status line.
+	Progress io.Writer
+	// ProgressEvery is the progress period [1s].
+	ProgressEvery time.Duration
+}
+
+// Result is a run's outcome; its JSON form is exactly the object the
+// issue specifies, so results of many runs concatenate into an array.
+type Result struct {
+	Target     string  `json:"target"`
+	Scenario   string  `json:"scenario"`
+	Conns      int     `json:"conns"`
+	Payload    int     `json:"payload"`
+	DurationS  float64 `json:"duration_s"`
+	Jobs       int64   `json:"jobs"`
+	JobsPerSec float64 `json:"jobs_per_sec"`
+	P50MS      float64 `json:"p50_ms"`
+	P90MS      float64 `json:"p90_ms"`
+	P99MS      float64 `json:"p99_ms"`
+	MaxMS      float64 `json:"max_ms"`
+	Errors     int64   `json:"errors"`
+}
+
+// ErrUnsupported marks a scenario a target cannot run; the report shows
+// such a cell as n/a with the error's reason.
+var ErrUnsupported = errors.New("not supported")
+
+// errEmpty is what Conn.Take answers when the wait passed without a job.
+var errEmpty = errors.New("no job within the wait")
+
+// Run performs one benchmark run. rec receives every latency sample (for
+// delayed: every lateness sample) and may be used for a CDF afterwards.
+func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
+	if err := cfg.check(); err != nil {
+		return Result{}, nil, err
+	}
+	tgt, err := Open(ctx, cfg)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	defer tgt.Close()
+	caps := tgt.Caps()
+	switch cfg.Scenario {
+	case "delayed":
+		if caps.DelayResolution == 0 {
+			return Result{}, nil, fmt.Errorf("%s: delayed: %w (%s)", cfg.Target, ErrUnsupported, caps.NoDelayReason)
+		}
+	case "fanout":
+		return Result{}, nil, fmt.Errorf("%s: fanout: %w (needs chronoq channel subscribers over the real-time API, which this version does not serve)", cfg.Target, ErrUnsupported)
+	}
+
+	// Connections are made before the clock starts.
+	conns := make([]Conn, cfg.Conns)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	for i := range conns {
+		if conns[i], err = tgt.Connect(ctx); err != nil {
+			return Result{}, nil, fmt.Errorf("%s: connect %s: %w", cfg.Target, tgt.Addr(), err)
+		}
+	}
+
+	r := &runner{cfg: cfg, caps: caps}
+	recs := make([]*Recorder, cfg.Conns)
+	start := time.Now()
+	r.deadline = start.Add(cfg.Duration)
+	stopProgress := r.progress(start)
+	var wg sync.WaitGroup
+	for i := range conns {
+		recs[i] = &Recorder{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.worker(ctx, conns[i], recs[i], uint64(i))
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	rec := &Recorder{}
+	for _, x := range recs {
+		rec.Merge(x)
+	}
+	cleanupCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_ = tgt.Cleanup(cleanupCtx) // best effort: the run is measured already
+
+	res := Result{
+		Target: cfg.Target, Scenario: cfg.Scenario, Conns: cfg.Conns, Payload: cfg.Payload,
+		DurationS: round3(elapsed.Seconds()), Jobs: r.jobs.Load(), Errors: r.errs.Load(),
+	}
+	if cfg.Label != "" {
+		res.Target = cfg.Label
+	}
+	res.JobsPerSec = round3(float64(res.Jobs) / elapsed.Seconds())
+	s := rec.Summary()
+	res.P50MS, res.P90MS, res.P99MS, res.MaxMS = ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max)
+	if res.Jobs == 0 {
+		msg := "no iteration completed"
+		if e := r.firstErr.Load(); e != nil {
+			msg += ": " + (*e).Error()
+		}
+		return res, rec, fmt.Errorf("%s %s: %s (%d errors)", cfg.Target, cfg.Scenario, msg, res.Errors)
+	}
+	if ctx.Err() != nil {
+		return res, rec, ctx.Err()
+	}
+	return res, rec, nil
+}
+
+func (cfg *Config) check() error {
+	if cfg.Conns < 1 {
+		return errors.New("conns must be at least 1")
+	}
+	if cfg.Duration <= 0 {
+		return errors.New("duration must be positive")
+	}
+	if cfg.Payload < 0 {
+		return errors.New("payload must not be negative")
+	}
+	known := false
+	for _, s := range Scenarios {
+		known = known || s == cfg.Scenario
+	}
+	if !known {
+		return fmt.Errorf("unknown scenario %q (want %s)", cfg.Scenario, strings.Join(Scenarios, ", "))
+	}
+	if cfg.Scenario == "delayed" && (cfg.DelayMin < 0 || cfg.DelayMax < cfg.DelayMin) {
+		return fmt.Errorf("bad delay range %s..%s", cfg.DelayMin, cfg.DelayMax)
+	}
+	return nil
+}
+
+type runner struct {
+	cfg      Config
+	caps     Caps
+	deadline time.Time
+	jobs     atomic.Int64
+	errs     atomic.Int64
+	firstErr atomic.Pointer[error]
+}
+
+// maxConsecutiveErrors stops a worker whose target keeps failing, so a
+// dead server ends the run instead of spinning for its whole duration.
+const maxConsecutiveErrors = 100
+
+func (r *runner) worker(ctx context.Context, c Conn, rec *Recorder, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	payload := make([]byte, r.cfg.Payload)
+	for i := range payload {
+		payload[i] = 'x'
+	}
+	if r.cfg.Scenario == "delayed" && len(payload) < stampLen {
+		payload = append(payload, make([]byte, stampLen-len(payload))...)
+	}
+	consecutive := 0
+	for ctx.Err() == nil && time.Now().Before(r.deadline) {
+		var err error
+		var sample time.Duration
+		switch r.cfg.Scenario {
+		case "put":
+			t0 := time.Now()
+			err = c.Put(ctx, payload, 0)
+			sample = time.Since(t0)
+		case "lifecycle":
+			sample, err = r.lifecycle(ctx, c, payload)
+		case "delayed":
+			sample, err = r.delayed(ctx, c, payload, rng)
+		}
+		if err != nil {
+			r.errs.Add(1)
+			r.firstErr.CompareAndSwap(nil, &err)
+			if consecutive++; consecutive >= maxConsecutiveErrors {
+				return
+			}
+			select { // a failing target must not be hammered in a tight loop
+			case <-ctx.Done():
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		consecutive = 0
+		r.jobs.Add(1)
+		rec.Record(sample)
+	}
+}
+
+// takeWait bounds one take of the lifecycle scenario: the worker's own put
+// guarantees a job exists, so a take that waits this long is an error.
+const takeWait = 5 * time.Second
+
+func (r *runner) lifecycle(ctx context.Context, c Conn, payload []byte) (time.Duration, error) {
+	t0 := time.Now()
+	if err := c.Put(ctx, payload, 0); err != nil {
+		return 0, fmt.Errorf("put: %w", err)
+	}
+	j, err := c.Take(ctx, takeWait)
+	if err != nil {
+		return 0, fmt.Errorf("take: %w", err)
+	}
+	if err := c.Ack(ctx, j); err != nil {
+		return 0, fmt.Errorf("ack: %w", err)
+	}
+	return time.Since(t0), nil
+}
+
+// delayed puts one job due after a random delay, takes one job when one is
+// due (any worker's: the queue is shared) and acks it; the sample is the
+// taken job's lateness, from the due time stamped in its payload to the
+// moment the take answered. The due time is the put's start plus the
+// delay, so lateness also includes the put's own latency: an upper bound.
+func (r *runner) delayed(ctx context.Context, c Conn, payload []byte, rng *rand.Rand) (time.Duration, error) {
+	d := r.cfg.DelayMin
+	if span := r.cfg.DelayMax - r.cfg.DelayMin; span > 0 {
+		d += time.Duration(rng.Int64N(int64(span) + 1))
+	}
+	if res := r.caps.DelayResolution; res > 1 {
+		d = max(d.Round(res), res)
+	}
+	t0 := time.Now()
+	stamp(payload, t0.Add(d))
+	if err := c.Put(ctx, payload, d); err != nil {
+		return 0, fmt.Errorf("put: %w", err)
+	}
+	j, err := c.Take(ctx, d+takeWait)
+	if err != nil {
+		return 0, fmt.Errorf("take: %w", err)
+	}
+	taken := time.Now()
+	due, ok := unstamp(j.Payload)
+	if err := c.Ack(ctx, j); err != nil {
+		return 0, fmt.Errorf("ack: %w", err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("taken job carries no due-time stamp (%d bytes)", len(j.Payload))
+	}
+	return taken.Sub(due), nil
+}
+
+// progress prints a status line every period until the returned func is
+// called, which clears it.
+func (r *runner) progress(start time.Time) (stop func()) {
+	w := r.cfg.Progress
+	if w == nil {
+		return func() {}
+	}
+	every := r.cfg.ProgressEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		lastJobs, lastAt := int64(0), start
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case now := <-t.C:
+				jobs := r.jobs.Load()
+				rate := float64(jobs-lastJobs) / now.Sub(lastAt).Seconds()
+				lastJobs, lastAt = jobs, now
+				fmt.Fprintf(w, "\r\033[K%s %s: %6.1fs  %d jobs  %.0f jobs/s  %d errors",
+					r.cfg.Target, r.cfg.Scenario, now.Sub(start).Seconds(), jobs, rate, r.errs.Load())
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

@@ -1,0 +1,360 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// LoadResults reads a results file: a JSON array of Result objects.
+func LoadResults(path string) ([]Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rs []Result
+	if err := json.Unmarshal(data, &rs); err != nil {
+		return nil, fmt.Errorf("%s: %w (want a JSON array of bench results)", path, err)
+	}
+	return rs, nil
+}
+
+// CDFPath is where the distributions of a results file's runs live.
+func CDFPath(results string) string {
+	return strings.TrimSuffix(results, ".json") + ".cdf.jsonl"
+}
+
+// LoadCDFs reads a .cdf.jsonl file; a missing file is no error (the plots
+// then draw CDFs through the results' p50/p90/p99/max only).
+func LoadCDFs(path string) ([]CDFRecord, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []CDFRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		var r CDFRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+// cell is every repetition of one (scenario, target, conns).
+type cell struct {
+	scenario, target string
+	conns            int
+	runs             []Result
+}
+
+func (c *cell) median(f func(Result) float64) float64 {
+	v := make([]float64, len(c.runs))
+	for i, r := range c.runs {
+		v[i] = f(r)
+	}
+	return median(v)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+// matrix groups results in order of first appearance.
+type matrix struct {
+	cells     []*cell
+	targets   []string // in order of first appearance
+	scenarios []string
+}
+
+func group(rs []Result) *matrix {
+	m := &matrix{}
+	for _, r := range rs {
+		c := m.find(r.Scenario, r.Target, r.Conns)
+		if c == nil {
+			c = &cell{scenario: r.Scenario, target: r.Target, conns: r.Conns}
+			m.cells = append(m.cells, c)
+		}
+		c.runs = append(c.runs, r)
+		if !slices.Contains(m.targets, r.Target) {
+			m.targets = append(m.targets, r.Target)
+		}
+		if !slices.Contains(m.scenarios, r.Scenario) {
+			m.scenarios = append(m.scenarios, r.Scenario)
+		}
+	}
+	return m
+}
+
+func (m *matrix) find(scenario, target string, conns int) *cell {
+	for _, c := range m.cells {
+		if c.scenario == scenario && c.target == target && c.conns == conns {
+			return c
+		}
+	}
+	return nil
+}
+
+func (m *matrix) conns(scenario string) []int {
+	var out []int
+	for _, c := range m.cells {
+		if c.scenario == scenario && !slices.Contains(out, c.conns) {
+			out = append(out, c.conns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *matrix) targetsOf(scenario string) []string {
+	var out []string
+	for _, t := range m.targets {
+		for _, c := range m.cells {
+			if c.scenario == scenario && c.target == t && !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// WriteMarkdown writes a table of medians per (scenario, conns, target),
+// and for each peer the ratio of base's throughput to the peer's: the
+// median over repetitions of rep k of base ÷ rep k of the peer, which were
+// measured next to each other in the A/B/A/B order.
+func WriteMarkdown(w io.Writer, rs []Result, base string) {
+	m := group(rs)
+	fmt.Fprintf(w, "| scenario | conns | target | reps | jobs/s | p50 ms | p90 ms | p99 ms | max ms | errors | %s ÷ target |\n", base)
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, sc := range m.scenarios {
+		for _, n := range m.conns(sc) {
+			b := m.find(sc, base, n)
+			for _, t := range m.targetsOf(sc) {
+				c := m.find(sc, t, n)
+				if c == nil {
+					continue
+				}
+				ratio := "—"
+				if b != nil && t != base {
+					var rr []float64
+					for k := 0; k < min(len(b.runs), len(c.runs)); k++ {
+						if c.runs[k].JobsPerSec > 0 {
+							rr = append(rr, b.runs[k].JobsPerSec/c.runs[k].JobsPerSec)
+						}
+					}
+					if len(rr) > 0 {
+						ratio = fmt.Sprintf("%.2f×", median(rr))
+					}
+				}
+				var errs int64
+				for _, r := range c.runs {
+					errs += r.Errors
+				}
+				fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.2f | %.2f | %.2f | %.1f | %d | %s |\n",
+					sc, n, t, len(c.runs), c.median(func(r Result) float64 { return r.JobsPerSec }),
+					c.median(func(r Result) float64 { return r.P50MS }), c.median(func(r Result) float64 { return r.P90MS }),
+					c.median(func(r Result) float64 { return r.P99MS }), c.median(func(r Result) float64 { return r.MaxMS }),
+					errs, ratio)
+			}
+		}
+	}
+}
+
+// Plot draws the report's PNGs into outDir from a results file (and its
+// .cdf.jsonl, when present): throughput-<scenario>.png (median jobs/s by
+// target and connection count), latency-cdf-<scenario>.png (at the
+// largest connection count) and lateness.png (the delayed scenario's
+// lateness distribution). It answers the files written.
+func Plot(resultsPath, outDir string) ([]string, error) {
+	rs, err := LoadResults(resultsPath)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%s: no results", resultsPath)
+	}
+	cdfs, err := LoadCDFs(CDFPath(resultsPath))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	m := group(rs)
+	var files []string
+	save := func(p *plot.Plot, name string, w, h vg.Length) error {
+		path := filepath.Join(outDir, name)
+		if err := p.Save(w, h, path); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		files = append(files, path)
+		return nil
+	}
+	for _, sc := range m.scenarios {
+		p, err := throughputPlot(m, sc)
+		if err != nil {
+			return files, err
+		}
+		if err := save(p, "throughput-"+sc+".png", 8*vg.Inch, 4.5*vg.Inch); err != nil {
+			return files, err
+		}
+		cs := m.conns(sc)
+		n := cs[len(cs)-1]
+		p, err = cdfPlot(m, cdfs, sc, n)
+		if err != nil {
+			return files, err
+		}
+		name := "latency-cdf-" + sc + ".png"
+		if sc == "delayed" {
+			name = "lateness.png"
+		}
+		if err := save(p, name, 8*vg.Inch, 4.5*vg.Inch); err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+func throughputPlot(m *matrix, sc string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: throughput (median of repetitions)", sc)
+	p.Y.Label.Text = "jobs/s"
+	p.Y.Min = 0
+	ts := m.targetsOf(sc)
+	cs := m.conns(sc)
+	width := vg.Points(float64(min(60, 240/len(cs))))
+	for i, n := range cs {
+		vals := make(plotter.Values, len(ts))
+		for j, t := range ts {
+			if c := m.find(sc, t, n); c != nil {
+				vals[j] = c.median(func(r Result) float64 { return r.JobsPerSec })
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return nil, err
+		}
+		bars.LineStyle.Width = 0
+		bars.Color = plotutil.Color(i)
+		bars.Offset = width * vg.Length(float64(i)-float64(len(cs)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(fmt.Sprintf("%d conns", n), bars)
+	}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	p.NominalX(ts...)
+	return p, nil
+}
+
+// cdfPlot draws one line per target: the median over repetitions of each
+// quantile; without recorded distributions, the results' percentiles.
+func cdfPlot(m *matrix, cdfs []CDFRecord, sc string, conns int) (*plot.Plot, error) {
+	p := plot.New()
+	lateness := sc == "delayed"
+	if lateness {
+		p.Title.Text = fmt.Sprintf("delayed: lateness (handed out − due), %d conns", conns)
+		p.X.Label.Text = "lateness, ms"
+	} else {
+		p.Title.Text = fmt.Sprintf("%s: latency CDF, %d conns", sc, conns)
+		p.X.Label.Text = "latency, ms (log)"
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	p.Y.Label.Text = "fraction of jobs ≤ x"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Add(plotter.NewGrid())
+	for i, t := range m.targetsOf(sc) {
+		c := m.find(sc, t, conns)
+		if c == nil {
+			continue
+		}
+		pts := medianCDF(cdfs, sc, t, conns)
+		if pts == nil {
+			for _, q := range []struct {
+				q float64
+				f func(Result) float64
+			}{{0.5, func(r Result) float64 { return r.P50MS }}, {0.9, func(r Result) float64 { return r.P90MS }},
+				{0.99, func(r Result) float64 { return r.P99MS }}, {1, func(r Result) float64 { return r.MaxMS }}} {
+				pts = append(pts, CDFPoint{Q: q.q, MS: c.median(q.f)})
+			}
+		}
+		xys := make(plotter.XYs, 0, len(pts))
+		for _, pt := range pts {
+			x := pt.MS
+			if !lateness {
+				x = math.Max(x, 0.001) // the log axis needs x > 0
+			}
+			xys = append(xys, plotter.XY{X: x, Y: pt.Q})
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		l.Dashes = plotutil.Dashes(i)
+		p.Add(l)
+		p.Legend.Add(t, l)
+	}
+	p.Legend.Top = false
+	p.Legend.Left = false
+	p.Legend.XOffs = -vg.Points(4)
+	p.Legend.YOffs = vg.Points(4)
+	return p, nil
+}
+
+// medianCDF merges the repetitions' distributions: at each recorded
+// fraction, the median of the repetitions' values.
+func medianCDF(cdfs []CDFRecord, sc, target string, conns int) []CDFPoint {
+	var reps [][]CDFPoint
+	for _, r := range cdfs {
+		if r.Scenario == sc && r.Target == target && r.Conns == conns && len(r.Points) > 0 {
+			reps = append(reps, r.Points)
+		}
+	}
+	if len(reps) == 0 {
+		return nil
+	}
+	out := make([]CDFPoint, 0, len(reps[0]))
+	for i, pt := range reps[0] {
+		var v []float64
+		for _, r := range reps {
+			if i < len(r) && r[i].Q == pt.Q {
+				v = append(v, r[i].MS)
+			}
+		}
+		out = append(out, CDFPoint{Q: pt.Q, MS: median(v)})
+	}
+	return out
+}

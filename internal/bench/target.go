@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Target is a queue server under test. Open prepares fresh state for one
+// run (a new queue, tube, key prefix or stream) so runs never see each
+// other's jobs; Cleanup removes it afterwards where the server allows.
+type Target interface {
+	Addr() string
+	Caps() Caps
+	// Connect opens one connection; each worker uses its own.
+	Connect(ctx context.Context) (Conn, error)
+	Cleanup(ctx context.Context) error
+	Close() error
+}
+
+// Caps describes what a target can do.
+type Caps struct {
+	// DelayResolution is the granularity of delays (beanstalkd: whole
+	// seconds); zero when the target cannot delay jobs.
+	DelayResolution time.Duration
+	// NoDelayReason says why, for the report's n/a cells.
+	NoDelayReason string
+}
+
+// Conn is one connection of one worker; not used concurrently.
+type Conn interface {
+	// Put stores a job durably (to the target's durability setting) and
+	// returns once the server confirmed it; delay > 0 makes it due later.
+	Put(ctx context.Context, payload []byte, delay time.Duration) error
+	// Take reserves one job, waiting up to wait for one; errEmpty if none.
+	Take(ctx context.Context, wait time.Duration) (Job, error)
+	// Ack completes a taken job.
+	Ack(ctx context.Context, j Job) error
+	Close() error
+}
+
+// Job is a taken job: its payload and the target's handle to ack it.
+type Job struct {
+	Payload []byte
+	ref     any
+}
+
+type targetInfo struct {
+	defaultAddr string
+	about       string
+	open        func(ctx context.Context, cfg Config, addr, run string) (Target, error)
+}
+
+// targets by --target name.
+var targets = map[string]targetInfo{
+	"chronoq-http":      {"127.0.0.1:7777", "chronoq's native HTTP API", openChronoqHTTP},
+	"chronoq-beanstalk": {"127.0.0.1:11300", "chronoq's beanstalkd-protocol listener (go-beanstalk)", openBeanstalk},
+	"chronoq-ws":        {"127.0.0.1:7777", "chronoq's WebSocket API", openUnavailable("the real-time (WebSocket) API is not served by this version")},
+	"beanstalkd":        {"127.0.0.1:11300", "beanstalkd (go-beanstalk)", openBeanstalk},
+	"redis":             {"127.0.0.1:6379", "Redis with lmstfy's layout (go-redis)", openRedis},
+	"nats":              {"127.0.0.1:4222", "NATS JetStream work-queue stream (nats.go)", openNATS},
+	"rabbitmq":          {"127.0.0.1:5672", "RabbitMQ quorum queue (amqp091-go)", openRabbitMQ},
+}
+
+// Targets lists the target names with a line about each.
+func Targets() []string {
+	var out []string
+	for name, t := range targets {
+		out = append(out, fmt.Sprintf("%-18s %s (default %s)", name, t.about, t.defaultAddr))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open connects to cfg.Target and prepares a fresh queue for one run.
+func Open(ctx context.Context, cfg Config) (Target, error) {
+	t, ok := targets[cfg.Target]
+	if !ok {
+		var names []string
+		for n := range targets {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("unknown target %q (want one of %s)", cfg.Target, strings.Join(names, ", "))
+	}
+	addr := cfg.Addr
+	if addr == "" {
+		addr = t.defaultAddr
+	}
+	run := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return t.open(ctx, cfg, addr, run)
+}
+
+func openUnavailable(reason string) func(context.Context, Config, string, string) (Target, error) {
+	return func(_ context.Context, cfg Config, _, _ string) (Target, error) {
+		return nil, fmt.Errorf("%s: %w (%s)", cfg.Target, ErrUnsupported, reason)
+	}
+}
+
+// stampLen is the size of the due-time stamp at the start of a delayed
+// job's payload: 19 decimal digits of Unix nanoseconds and a space. ASCII,
+// so it survives every target, JSON strings included.
+const stampLen = 20
+
+func stamp(payload []byte, due time.Time) {
+	s := strconv.FormatInt(due.UnixNano(), 10)
+	for len(s) < stampLen-1 {
+		s = "0" + s
+	}
+	copy(payload, s+" ")
+}
+
+func unstamp(payload []byte) (time.Time, bool) {
+	if len(payload) < stampLen || payload[stampLen-1] != ' ' {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(string(payload[:stampLen-1]), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// ParseDelayRange reads "MIN..MAX" (or one duration for a fixed delay).
+func ParseDelayRange(s string) (lo, hi time.Duration, err error) {
+	a, b, found := strings.Cut(s, "..")
+	if !found {
+		b = a
+	}
+	if lo, err = time.ParseDuration(strings.TrimSpace(a)); err == nil {
+		hi, err = time.ParseDuration(strings.TrimSpace(b))
+	}
+	if err != nil || lo < 0 || hi < lo {
+		return 0, 0, fmt.Errorf("--delay-range: want MIN..MAX durations with 0 <= MIN <= MAX (e.g. 1s..10s), got %q", s)
+	}
+	return lo, hi, nil
+}
