@@ -9,8 +9,9 @@
 #
 # Knobs (environment): DURATION (5s) CONNS ("8 64") REPS (3) PAYLOAD (100)
 # SCENARIOS ("put lifecycle") TARGETS (see below, default: all that are up)
-# DELAYED_TARGETS ("chronoq-http beanstalkd-nobinlog redis") DELAYED_CONNS (64)
-# DELAY_RANGE (1s..2s) DELAYED_DURATION (10s) CHRONOQ_BIN (a prebuilt server;
+# DELAYED_TARGETS ("chronoq-http chronoq-ws chronoq-beanstalk beanstalkd-nobinlog redis") DELAYED_CONNS (64)
+# DELAY_RANGE (1s..2s) DELAYED_DURATION (10s) FANOUT_CONNS ("64"; empty:
+# skip the chronoq-ws fanout runs) CHRONOQ_BIN (a prebuilt server;
 # default: built from this tree) PROFILE (1: CPU-profile chronoq during its
 # first run of each scenario at the largest conns) KEEP_PEERS (1: leave
 # the peers running) BENCH_DIR (scratch, /tmp/chronoq-bench).
@@ -23,10 +24,11 @@ CONNS=${CONNS:-8 64}
 REPS=${REPS:-3}
 PAYLOAD=${PAYLOAD:-100}
 SCENARIOS=${SCENARIOS:-put lifecycle}
-DELAYED_TARGETS=${DELAYED_TARGETS:-chronoq-http beanstalkd-nobinlog redis}
+DELAYED_TARGETS=${DELAYED_TARGETS:-chronoq-http chronoq-ws chronoq-beanstalk beanstalkd-nobinlog redis}
 DELAYED_CONNS=${DELAYED_CONNS:-64}
 DELAY_RANGE=${DELAY_RANGE:-1s..2s}
 DELAYED_DURATION=${DELAYED_DURATION:-10s}
+FANOUT_CONNS=${FANOUT_CONNS-64}
 PROFILE=${PROFILE:-1}
 export BENCH_DIR=${BENCH_DIR:-/tmp/chronoq-bench}
 CQ_HTTP=127.0.0.1:17777 CQ_ADMIN=127.0.0.1:17778 CQ_BEANSTALK=127.0.0.1:11320
@@ -34,6 +36,7 @@ CQ_HTTP=127.0.0.1:17777 CQ_ADMIN=127.0.0.1:17778 CQ_BEANSTALK=127.0.0.1:11320
 # label=target@addr of every target the matrix knows
 declare -A SPEC=(
 	[chronoq-http]=chronoq-http@$CQ_HTTP
+	[chronoq-ws]=chronoq-ws@$CQ_HTTP
 	[chronoq-beanstalk]=chronoq-beanstalk@$CQ_BEANSTALK
 	[beanstalkd]=beanstalkd@127.0.0.1:${BEANSTALKD_PORT:-11310}
 	[beanstalkd-nobinlog]=beanstalkd@127.0.0.1:${BEANSTALKD_MEM_PORT:-11311}
@@ -41,7 +44,7 @@ declare -A SPEC=(
 	[nats]=nats@127.0.0.1:${NATS_PORT:-14222}
 	[rabbitmq]=rabbitmq@127.0.0.1:${RABBITMQ_PORT:-15673}
 )
-ORDER="chronoq-http chronoq-beanstalk beanstalkd beanstalkd-nobinlog redis nats rabbitmq"
+ORDER="chronoq-http chronoq-ws chronoq-beanstalk beanstalkd beanstalkd-nobinlog redis nats rabbitmq"
 PEERS=${PEERS:-beanstalkd beanstalkd-mem redis nats rabbitmq}
 
 mkdir -p bench/results "$BENCH_DIR"
@@ -127,6 +130,15 @@ for rep in $(seq "$REPS"); do
 		run "$label" delayed "$DELAYED_CONNS" "$DELAYED_DURATION" --delay-range "$DELAY_RANGE"
 	done
 done
+
+if [[ " $TARGETS " == *" chronoq-ws "* ]]; then
+	for n in $FANOUT_CONNS; do
+		for rep in $(seq "$REPS"); do
+			echo "== fanout conns=$n rep $rep/$REPS" >&2
+			run chronoq-ws fanout "$n" "$DURATION"
+		done
+	done
+fi
 
 {
 	echo "["

@@ -27,8 +27,8 @@ Scenarios:
   lifecycle  put -> take -> ack per iteration; latency is the cycle
   delayed    put with a random delay from --delay-range, take it when
              due, ack; the percentiles are lateness (handed out - due)
-  fanout     one publisher, N channel subscribers (needs the real-time
-             API, not served by this version)
+  fanout     one publisher, --conns subscribers of a channel (chronoq-ws
+             only); jobs are deliveries, latency is publish -> delivery
 
 "plot" draws PNGs (throughput by target and connection count, latency
 CDFs, lateness) from a results file (a JSON array of --json objects, with

@@ -1,6 +1,7 @@
 // Package bench is chronoq's load generator: it drives chronoq and its
 // peers (beanstalkd, Redis with lmstfy's layout, NATS JetStream, RabbitMQ),
-// each through its standard Go client, with the same scenarios, and reports
+// each through its standard Go client (chronoq through its HTTP, WebSocket
+// and beanstalkd-protocol listeners), with the same scenarios, and reports
 // throughput and latency percentiles; it also draws the report's plots.
 //
 // A target is reached through the small Target/Conn interface: put (with
@@ -10,8 +11,9 @@
 //   - lifecycle: put → take → ack per iteration; latency is the cycle.
 //   - delayed: put with a random delay, take it when due, ack; the
 //     reported percentiles are lateness (handed out − due).
-//   - fanout: one publisher, N subscribers of a chronoq channel; needs the
-//     real-time API (not available in this version).
+//   - fanout: one publisher, N subscribers of a chronoq channel over the
+//     WebSocket API (chronoq-ws only); a job is one delivery, latency is
+//     publish → delivery.
 package bench
 
 import (
@@ -90,7 +92,11 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 			return Result{}, nil, fmt.Errorf("%s: delayed: %w (%s)", cfg.Target, ErrUnsupported, caps.NoDelayReason)
 		}
 	case "fanout":
-		return Result{}, nil, fmt.Errorf("%s: fanout: %w (needs chronoq channel subscribers over the real-time API, which this version does not serve)", cfg.Target, ErrUnsupported)
+		ft, ok := tgt.(FanoutTarget)
+		if !ok {
+			return Result{}, nil, fmt.Errorf("%s: fanout: %w (fanout is chronoq's channels: use --target chronoq-ws)", cfg.Target, ErrUnsupported)
+		}
+		return runFanout(ctx, cfg, tgt, ft)
 	}
 
 	// Connections are made before the clock starts.
@@ -130,6 +136,12 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	for _, x := range recs {
 		rec.Merge(x)
 	}
+	return r.finish(ctx, tgt, elapsed, rec)
+}
+
+// finish cleans the target up and builds the result.
+func (r *runner) finish(ctx context.Context, tgt Target, elapsed time.Duration, rec *Recorder) (Result, *Recorder, error) {
+	cfg := r.cfg
 	cleanupCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_ = tgt.Cleanup(cleanupCtx) // best effort: the run is measured already
@@ -322,3 +334,118 @@ func (r *runner) progress(start time.Time) (stop func()) {
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// fanoutWindow bounds how many publications the publisher may be ahead of
+// the slowest subscriber, so the scenario measures the delivery rate the
+// server sustains rather than how fast it disconnects slow consumers.
+const fanoutWindow = 100
+
+// runFanout: cfg.Conns subscribers of one channel and one publisher that
+// publishes back to back (within the window) until the deadline. A job is
+// one delivery to one subscriber; latency is publish start → delivery;
+// errors are failed publications and deliveries that never arrived.
+func runFanout(ctx context.Context, cfg Config, tgt Target, ft FanoutTarget) (Result, *Recorder, error) {
+	r := &runner{cfg: cfg}
+	n := cfg.Conns
+	recs := make([]Recorder, n)
+	counts := make([]atomic.Int64, n)
+	subs := make([]Subscriber, n)
+	closeSubs := func() {
+		for _, s := range subs {
+			if s != nil {
+				s.Close()
+			}
+		}
+	}
+	defer closeSubs()
+	for i := range subs {
+		var err error
+		subs[i], err = ft.Subscribe(ctx, func(p []byte) {
+			if sent, ok := unstamp(p); ok {
+				recs[i].Record(time.Since(sent))
+			}
+			counts[i].Add(1)
+			r.jobs.Add(1)
+		})
+		if err != nil {
+			return Result{}, nil, fmt.Errorf("%s: subscribe %s: %w", cfg.Target, tgt.Addr(), err)
+		}
+	}
+	pub, err := ft.Publisher(ctx)
+	if err != nil {
+		return Result{}, nil, fmt.Errorf("%s: publisher %s: %w", cfg.Target, tgt.Addr(), err)
+	}
+	defer pub.Close()
+	slowest := func() (int64, error) {
+		low := int64(-1)
+		for i := range counts {
+			if err := subs[i].Err(); err != nil {
+				return 0, fmt.Errorf("subscriber %d: %w", i, err)
+			}
+			if c := counts[i].Load(); low < 0 || c < low {
+				low = c
+			}
+		}
+		return low, nil
+	}
+	// waitFor waits until every subscriber has seen at least want publications.
+	waitFor := func(want int64, limit time.Duration) error {
+		give := time.Now().Add(limit)
+		for {
+			low, err := slowest()
+			if err != nil || low >= want {
+				return err
+			}
+			if time.Now().After(give) {
+				return fmt.Errorf("subscribers stuck at %d of %d publications for %s", low, want, limit)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+
+	payload := make([]byte, max(cfg.Payload, stampLen))
+	for i := range payload {
+		payload[i] = 'x'
+	}
+	start := time.Now()
+	r.deadline = start.Add(cfg.Duration)
+	stopProgress := r.progress(start)
+	var published int64
+	var fail error
+	for ctx.Err() == nil && time.Now().Before(r.deadline) {
+		if fail = waitFor(published-fanoutWindow, takeWait); fail != nil {
+			break
+		}
+		stamp(payload, time.Now())
+		if err := pub.Publish(ctx, payload); err != nil {
+			r.errs.Add(1)
+			r.firstErr.CompareAndSwap(nil, &err)
+			if r.errs.Load() >= maxConsecutiveErrors {
+				break
+			}
+			continue
+		}
+		published++
+	}
+	if fail == nil {
+		fail = waitFor(published, takeWait)
+	}
+	elapsed := time.Since(start)
+	stopProgress()
+	closeSubs()
+	subs = nil
+	if fail != nil {
+		r.firstErr.CompareAndSwap(nil, &fail)
+	}
+	// deliveries that never arrived are errors
+	r.errs.Add(max(0, published*int64(n)-r.jobs.Load()))
+	rec := &Recorder{}
+	for i := range recs {
+		rec.Merge(&recs[i])
+	}
+	res, rec, err := r.finish(ctx, tgt, elapsed, rec)
+	if err == nil && fail != nil {
+		err = fmt.Errorf("%s fanout: %w", cfg.Target, fail)
+	}
+	return res, rec, err
+}

@@ -193,7 +193,8 @@ func WriteMarkdown(w io.Writer, rs []Result, base string) {
 
 // Plot draws the report's PNGs into outDir from a results file (and its
 // .cdf.jsonl, when present): throughput-<scenario>.png (median jobs/s by
-// target and connection count), latency-cdf-<scenario>.png (at the
+// target and connection count; not for delayed, whose rate the delays
+// set), latency-cdf-<scenario>.png (at the
 // largest connection count) and lateness.png (the delayed scenario's
 // lateness distribution). It answers the files written.
 func Plot(resultsPath, outDir string) ([]string, error) {
@@ -222,16 +223,19 @@ func Plot(resultsPath, outDir string) ([]string, error) {
 		return nil
 	}
 	for _, sc := range m.scenarios {
-		p, err := throughputPlot(m, sc)
-		if err != nil {
-			return files, err
-		}
-		if err := save(p, "throughput-"+sc+".png", 8*vg.Inch, 4.5*vg.Inch); err != nil {
-			return files, err
+		// the delayed scenario's rate is set by its delays, not the target
+		if sc != "delayed" {
+			p, err := throughputPlot(m, sc)
+			if err != nil {
+				return files, err
+			}
+			if err := save(p, "throughput-"+sc+".png", 11*vg.Inch, 4.5*vg.Inch); err != nil {
+				return files, err
+			}
 		}
 		cs := m.conns(sc)
 		n := cs[len(cs)-1]
-		p, err = cdfPlot(m, cdfs, sc, n)
+		p, err := cdfPlot(m, cdfs, sc, n)
 		if err != nil {
 			return files, err
 		}
@@ -254,11 +258,13 @@ func throughputPlot(m *matrix, sc string) (*plot.Plot, error) {
 	ts := m.targetsOf(sc)
 	cs := m.conns(sc)
 	width := vg.Points(float64(min(60, 240/len(cs))))
+	top := 0.0
 	for i, n := range cs {
 		vals := make(plotter.Values, len(ts))
 		for j, t := range ts {
 			if c := m.find(sc, t, n); c != nil {
 				vals[j] = c.median(func(r Result) float64 { return r.JobsPerSec })
+				top = math.Max(top, vals[j])
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, width)
@@ -271,6 +277,7 @@ func throughputPlot(m *matrix, sc string) (*plot.Plot, error) {
 		p.Add(bars)
 		p.Legend.Add(fmt.Sprintf("%d conns", n), bars)
 	}
+	p.Y.Max = top * 1.15 // room for the legend above the bars
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	p.NominalX(ts...)

@@ -5,94 +5,165 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	beanstalkapi "github.com/chronoq/chronoq/internal/api/beanstalk"
 	httpapi "github.com/chronoq/chronoq/internal/api/http"
+	rtws "github.com/chronoq/chronoq/internal/api/ws"
 	"github.com/chronoq/chronoq/internal/bench"
 	"github.com/chronoq/chronoq/internal/broker"
+	"github.com/chronoq/chronoq/internal/engine"
 )
 
-// server is an in-process chronoq with the HTTP API, counting successful
-// requests per route so the smoke runs can check the bench's job counts.
-type server struct {
-	url string
-	mu  sync.Mutex
-	ok  map[string]int
+// counting is the broker, counting successful puts and completions
+// (acks, and beanstalkd deletes of reserved jobs) whatever the protocol.
+type counting struct {
+	*broker.Broker
+	puts, done atomic.Int64
 }
 
-func (s *server) count(route string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, n := range s.ok {
-		if strings.HasSuffix(k, route) {
-			return n
-		}
+func (c *counting) Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error) {
+	r, err := c.Broker.Put(ctx, ns, q, req)
+	if err == nil {
+		c.puts.Add(1)
 	}
-	return 0
+	return r, err
 }
+
+func (c *counting) Ack(ctx context.Context, ns, q, id string, req engine.AckRequest) (engine.AckResult, error) {
+	r, err := c.Broker.Ack(ctx, ns, q, id, req)
+	if err == nil {
+		c.done.Add(1)
+	}
+	return r, err
+}
+
+func (c *counting) Cancel(ctx context.Context, ns, q, id, receipt string) error {
+	err := c.Broker.Cancel(ctx, ns, q, id, receipt)
+	if err == nil {
+		c.done.Add(1)
+	}
+	return err
+}
+
+// server is an in-process chronoq: the HTTP API and WebSocket on one
+// listener, the beanstalkd protocol on another.
+type server struct {
+	url, beanstalk string
+	b              *counting
+	pubs           atomic.Int64
+}
+
+type pubObserver struct {
+	broker.Observer
+	s *server
+}
+
+func (o pubObserver) Commit(int, int, time.Duration)          {}
+func (o pubObserver) Snapshot(time.Duration)                  {}
+func (o pubObserver) FirstTake(string, string, time.Duration) {}
+func (o pubObserver) Lateness(time.Duration)                  {}
+func (o pubObserver) Publication()                            { o.s.pubs.Add(1) }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := broker.Open(broker.Options{Dir: t.TempDir(), Logger: quiet})
+	s := &server{}
+	b, err := broker.Open(broker.Options{Dir: t.TempDir(), Logger: quiet, Observer: pubObserver{s: s}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{ok: map[string]int{}}
-	api := httpapi.New(b, httpapi.Options{Logger: quiet, Observe: func(op string, code int, _ time.Duration) {
-		if code < 300 {
-			s.mu.Lock()
-			s.ok[op]++
-			s.mu.Unlock()
-		}
-	}})
-	hs := httptest.NewServer(api.Main())
+	s.b = &counting{Broker: b}
+	api := httpapi.New(s.b, httpapi.Options{Logger: quiet})
+	rt, err := rtws.New(s.b, b.Channels(), rtws.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api.Main())
+	mux.Handle("GET /v1/ws", rt.Handler())
+	hs := httptest.NewServer(mux)
 	s.url = hs.URL
-	t.Cleanup(func() { hs.Close(); b.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := beanstalkapi.New(s.b, beanstalkapi.Options{Logger: quiet})
+	go bs.Serve(ln)
+	s.beanstalk = ln.Addr().String()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(ctx)
+		bs.Close()
+		hs.Close()
+		b.Close()
+	})
 	return s
 }
 
-// TestSmokeChronoqHTTP runs every scenario of the chronoq-http target for
-// a short while and checks that what the bench counted is what the server
-// did: one put per put-job, one ack per lifecycle or delayed job.
-func TestSmokeChronoqHTTP(t *testing.T) {
+// TestSmokeChronoq runs every scenario of every chronoq target for a short
+// while and checks that what the bench counted is what the server did.
+func TestSmokeChronoq(t *testing.T) {
 	cases := []struct {
-		scenario, route string // route counted once per job
-		dur             time.Duration
+		target, scenario string
+		dur              time.Duration
 	}{
-		{"put", "/queues/{q}/jobs", 700 * time.Millisecond},
-		{"lifecycle", "/jobs/{id}/ack", 700 * time.Millisecond},
-		{"delayed", "/jobs/{id}/ack", 500 * time.Millisecond},
+		{"chronoq-http", "put", 700 * time.Millisecond},
+		{"chronoq-http", "lifecycle", 700 * time.Millisecond},
+		{"chronoq-http", "delayed", 500 * time.Millisecond},
+		{"chronoq-ws", "put", 700 * time.Millisecond},
+		{"chronoq-ws", "lifecycle", 700 * time.Millisecond},
+		{"chronoq-ws", "delayed", 500 * time.Millisecond},
+		{"chronoq-ws", "fanout", 700 * time.Millisecond},
+		{"chronoq-beanstalk", "put", 700 * time.Millisecond},
+		{"chronoq-beanstalk", "lifecycle", 700 * time.Millisecond},
+		{"chronoq-beanstalk", "delayed", 1200 * time.Millisecond}, // whole-second delays
 	}
 	for _, c := range cases {
-		t.Run(c.scenario, func(t *testing.T) {
+		t.Run(c.target+"/"+c.scenario, func(t *testing.T) {
 			s := newServer(t)
-			cfg := bench.Config{Target: "chronoq-http", Addr: s.url, Scenario: c.scenario, Conns: 4,
+			addr := s.url
+			if c.target == "chronoq-beanstalk" {
+				addr = s.beanstalk
+			}
+			cfg := bench.Config{Target: c.target, Addr: addr, Scenario: c.scenario, Conns: 4,
 				Duration: c.dur, Payload: 64, DelayMin: 20 * time.Millisecond, DelayMax: 200 * time.Millisecond,
 				Progress: io.Discard, ProgressEvery: 50 * time.Millisecond}
+			if c.target == "chronoq-beanstalk" {
+				cfg.DelayMin, cfg.DelayMax = time.Second, time.Second
+			}
 			res, rec, err := bench.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Target != "chronoq-http" || res.Scenario != c.scenario || res.Conns != 4 || res.Payload != 64 {
+			if res.Target != c.target || res.Scenario != c.scenario || res.Conns != 4 || res.Payload != 64 {
 				t.Fatalf("result describes another run: %+v", res)
 			}
 			if res.Jobs == 0 || res.Errors != 0 {
 				t.Fatalf("jobs %d, errors %d", res.Jobs, res.Errors)
 			}
-			if got := s.count(c.route); int64(got) != res.Jobs {
-				t.Fatalf("bench counted %d jobs, server answered %d successful %s", res.Jobs, got, c.route)
-			}
-			if c.scenario != "put" {
-				if puts := s.count("/queues/{q}/jobs"); int64(puts) != res.Jobs {
-					t.Fatalf("%d puts for %d completed jobs: some were left behind", puts, res.Jobs)
+			puts, done := s.b.puts.Load(), s.b.done.Load()
+			switch c.scenario {
+			case "put":
+				if puts != res.Jobs || done != 0 {
+					t.Fatalf("bench counted %d puts, server stored %d (and completed %d)", res.Jobs, puts, done)
+				}
+			case "lifecycle", "delayed":
+				if puts != res.Jobs || done != res.Jobs {
+					t.Fatalf("bench counted %d jobs, server stored %d and completed %d", res.Jobs, puts, done)
+				}
+			case "fanout":
+				if pubs := s.pubs.Load(); pubs == 0 || res.Jobs != pubs*4 {
+					t.Fatalf("bench counted %d deliveries for %d publications to 4 subscribers", res.Jobs, pubs)
 				}
 			}
 			if rec.Count() != int(res.Jobs) {
@@ -115,7 +186,7 @@ func TestUnsupported(t *testing.T) {
 	s := newServer(t)
 	for _, cfg := range []bench.Config{
 		{Target: "chronoq-http", Addr: s.url, Scenario: "fanout", Conns: 2, Duration: time.Second},
-		{Target: "chronoq-ws", Addr: s.url, Scenario: "put", Conns: 2, Duration: time.Second},
+		{Target: "chronoq-beanstalk", Addr: s.beanstalk, Scenario: "fanout", Conns: 2, Duration: time.Second},
 	} {
 		_, _, err := bench.Run(context.Background(), cfg)
 		if !errors.Is(err, bench.ErrUnsupported) {
@@ -179,7 +250,7 @@ func TestPlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"throughput-put.png", "latency-cdf-put.png", "throughput-delayed.png", "lateness.png"}
+	want := []string{"throughput-put.png", "latency-cdf-put.png", "lateness.png"}
 	if len(files) != len(want) {
 		t.Fatalf("wrote %v", files)
 	}

@@ -42,6 +42,30 @@ type Conn interface {
 	Close() error
 }
 
+// FanoutTarget is a target with publish/subscribe channels (the fanout
+// scenario): one publisher, --conns subscribers of one channel per run.
+type FanoutTarget interface {
+	// Subscribe opens a subscriber connection; onPub gets each
+	// publication's payload, on one goroutine per subscriber.
+	Subscribe(ctx context.Context, onPub func(payload []byte)) (Subscriber, error)
+	Publisher(ctx context.Context) (Publisher, error)
+}
+
+// Subscriber is one subscribed connection.
+type Subscriber interface {
+	// Err tells why the connection ended early (nil while it is up).
+	Err() error
+	// Close ends the connection; no onPub call follows its return.
+	Close() error
+}
+
+// Publisher publishes to the run's channel and returns once the server
+// accepted the publication.
+type Publisher interface {
+	Publish(ctx context.Context, payload []byte) error
+	Close() error
+}
+
 // Job is a taken job: its payload and the target's handle to ack it.
 type Job struct {
 	Payload []byte
@@ -58,7 +82,7 @@ type targetInfo struct {
 var targets = map[string]targetInfo{
 	"chronoq-http":      {"127.0.0.1:7777", "chronoq's native HTTP API", openChronoqHTTP},
 	"chronoq-beanstalk": {"127.0.0.1:11300", "chronoq's beanstalkd-protocol listener (go-beanstalk)", openBeanstalk},
-	"chronoq-ws":        {"127.0.0.1:7777", "chronoq's WebSocket API", openUnavailable("the real-time (WebSocket) API is not served by this version")},
+	"chronoq-ws":        {"127.0.0.1:7777", "chronoq's WebSocket API (gorilla/websocket; also the fanout scenario)", openChronoqWS},
 	"beanstalkd":        {"127.0.0.1:11300", "beanstalkd (go-beanstalk)", openBeanstalk},
 	"redis":             {"127.0.0.1:6379", "Redis with lmstfy's layout (go-redis)", openRedis},
 	"nats":              {"127.0.0.1:4222", "NATS JetStream work-queue stream (nats.go)", openNATS},
@@ -92,12 +116,6 @@ func Open(ctx context.Context, cfg Config) (Target, error) {
 	}
 	run := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	return t.open(ctx, cfg, addr, run)
-}
-
-func openUnavailable(reason string) func(context.Context, Config, string, string) (Target, error) {
-	return func(_ context.Context, cfg Config, _, _ string) (Target, error) {
-		return nil, fmt.Errorf("%s: %w (%s)", cfg.Target, ErrUnsupported, reason)
-	}
 }
 
 // stampLen is the size of the due-time stamp at the start of a delayed
