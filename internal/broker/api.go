@@ -31,9 +31,42 @@ func (b *Broker) CreateNamespace(ctx context.Context, name string, cfg engine.Na
 	}
 	res, err := call(b, ctx, func(now time.Time) (r, error) {
 		info, created, err := b.eng.CreateNamespace(now, name, cfg)
+		if err == nil {
+			b.chans.hub.Configure(name, hubConfig(info.Config.Channels))
+		}
 		return r{info, created}, err
 	})
 	return res.info, res.created, err
+}
+
+// ConfigureNamespace creates a namespace or changes its configuration;
+// update runs on the loop, so read-modify-write is atomic.
+func (b *Broker) ConfigureNamespace(ctx context.Context, name string, update func(cur engine.NamespaceConfig) (engine.NamespaceConfig, error)) (engine.NamespaceInfo, bool, error) {
+	type r struct {
+		info    engine.NamespaceInfo
+		created bool
+	}
+	res, err := call(b, ctx, func(now time.Time) (r, error) {
+		cur := engine.NamespaceConfig{AutoCreateQueues: true}
+		if info, err := b.eng.Namespace(name); err == nil {
+			cur = info.Config
+		}
+		cfg, err := update(cur)
+		if err != nil {
+			return r{}, err
+		}
+		info, created, err := b.eng.ConfigureNamespace(now, name, cfg)
+		if err == nil {
+			b.chans.hub.Configure(name, hubConfig(info.Config.Channels))
+		}
+		return r{info, created}, err
+	})
+	return res.info, res.created, err
+}
+
+// Namespace returns one namespace.
+func (b *Broker) Namespace(ctx context.Context, name string) (engine.NamespaceInfo, error) {
+	return call(b, ctx, func(time.Time) (engine.NamespaceInfo, error) { return b.eng.Namespace(name) })
 }
 
 // ListNamespaces lists the namespaces.

@@ -73,6 +73,7 @@ type Broker struct {
 	done     chan struct{}
 	closing  atomic.Bool
 	draining atomic.Bool
+	drained  chan struct{} // closed by Drain: long-polls off the loop end
 	ready    atomic.Bool
 	failed   atomic.Pointer[error]
 
@@ -146,19 +147,24 @@ func Open(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{
-		opts:   opts,
-		lg:     opts.Logger,
-		clock:  opts.Clock,
-		unlock: unlock,
-		reqs:   make(chan *request, 1024),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		tokens: map[string]string{},
+		opts:    opts,
+		lg:      opts.Logger,
+		clock:   opts.Clock,
+		unlock:  unlock,
+		reqs:    make(chan *request, 1024),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		drained: make(chan struct{}),
+		tokens:  map[string]string{},
 	}
-	b.chans.init()
 	if err := b.recover(); err != nil {
 		unlock()
 		return nil, err
+	}
+	if err := b.startChannels(); err != nil {
+		b.log.Close()
+		unlock()
+		return nil, fmt.Errorf("broker: restore channel history: %w", err)
 	}
 	b.sink.b = b
 	b.eng.SetSink(&b.sink)
@@ -225,6 +231,7 @@ func (b *Broker) loop() {
 			r.res, r.err = r.fn(now)
 		}
 		answered := b.waiters.serve(b, now)
+		b.queueEvents(now)
 		b.snap.step(b)
 		if b.snap.idle() {
 			b.compact.step(b)
@@ -257,6 +264,9 @@ func (b *Broker) commit(batch []*request, parked []*request) {
 			b.fail(err)
 		}
 	}
+	if out := b.takeOut(); err == nil {
+		b.deliver(out)
+	}
 	answer := func(r *request) {
 		if r.park || r.answered {
 			return
@@ -284,6 +294,7 @@ func (b *Broker) observeCommit(entries, bytes int, took time.Duration) {
 // syncItem is a written batch waiting for its fdatasync.
 type syncItem struct {
 	reqs    []*request
+	pubs    []outPub // delivered to the hub once durable, before the answers
 	entries int
 	bytes   int
 	err     error         // the write failed
@@ -291,7 +302,7 @@ type syncItem struct {
 }
 
 func (b *Broker) commitPipelined(batch []*request, parked []*request) {
-	it := syncItem{entries: b.sink.entries, bytes: b.sink.bytes}
+	it := syncItem{entries: b.sink.entries, bytes: b.sink.bytes, pubs: b.takeOut()}
 	if b.sink.pending {
 		if err := b.log.Flush(); err != nil {
 			b.fail(err)
@@ -307,7 +318,7 @@ func (b *Broker) commitPipelined(batch []*request, parked []*request) {
 			}
 		}
 	}
-	if len(it.reqs) > 0 || it.entries > 0 {
+	if len(it.reqs) > 0 || it.entries > 0 || len(it.pubs) > 0 {
 		b.syncQ <- it
 	}
 }
@@ -351,6 +362,9 @@ func (b *Broker) syncer(q <-chan syncItem) {
 			e := err
 			if it.err != nil {
 				e = it.err
+			}
+			if e == nil {
+				b.deliver(it.pubs)
 			}
 			for _, r := range it.reqs {
 				if e != nil {
@@ -498,6 +512,7 @@ func (b *Broker) Drain() {
 	if !b.draining.CompareAndSwap(false, true) || b.closing.Load() {
 		return
 	}
+	close(b.drained)
 	b.do(context.Background(), func(time.Time) (any, error) {
 		b.waiters.releaseAll()
 		return nil, nil

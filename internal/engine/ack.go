@@ -77,6 +77,8 @@ func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResul
 		}
 	}
 
+	e.events.hint = EventCompleted
+	e.events.hasResult, e.events.result, e.events.resultJSON = req.HasResult, req.Result, req.ResultJSON
 	res := AckResult{ID: id}
 	retain := max(q.cfg.RetainResults.Milliseconds(), img.RetainResult)
 	switch {
@@ -152,6 +154,7 @@ func (e *Engine) Nack(now time.Time, ns, qn, id string, req NackRequest) (State,
 	img := e.image(q, slot)
 	img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
 	img.Releases++
+	e.events.hint = EventExpired // the only delete a nack makes
 	if req.Priority != nil {
 		img.Prio = *req.Priority
 	}

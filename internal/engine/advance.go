@@ -100,6 +100,7 @@ func (e *Engine) advanceTo(t int64) {
 			switch j.state {
 			case StateDelayed, StateReady, StateBlocked:
 				q := e.queues[j.queue]
+				e.noteNow(q, ent.slot, EventExpired, "", StateGone)
 				e.deleteJob(q, ent.slot)
 				e.stats.Expired++
 				q.stats.Expired++
@@ -136,6 +137,7 @@ func (e *Engine) expireReservation(slot uint32) {
 	q := e.queues[j.queue]
 	r := e.resv[slot]
 	if x := e.ext[slot]; x != nil && x.expire != 0 && x.expire <= r.until {
+		e.noteNow(q, slot, EventExpired, "", StateGone)
 		e.deleteJob(q, slot)
 		e.stats.Expired++
 		q.stats.Expired++
@@ -146,12 +148,14 @@ func (e *Engine) expireReservation(slot uint32) {
 	e.extOf(slot).timeouts++
 	if j.tries > 0 && j.attempt >= uint32(j.tries) {
 		e.toDead(q, slot, "reservation timed out on the last try", false)
+		e.noteNow(q, slot, EventDead, "reservation timed out on the last try", StateDead)
 		return
 	}
 	e.placePending(q, slot)
 	if j.key != 0 {
 		e.refresh(q, j.key)
 	}
+	e.noteNow(q, slot, EventNacked, "reservation timed out (ttr)", j.state)
 }
 
 // toDead moves an unplaced job to the dead state, releasing its key.

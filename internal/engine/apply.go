@@ -26,6 +26,13 @@ func (e *Engine) applyRecord(r *Record) {
 	case KindNamespace:
 		ns := e.ensureNS(r.NS)
 		ns.cfg = r.NSConfig
+		if !ns.cfg.Channels.Durable {
+			for k := range e.chans {
+				if k.ns == ns.name {
+					delete(e.chans, k)
+				}
+			}
+		}
 	case KindToken:
 		e.ensureNS(r.NS)
 		e.tokens[r.TokenHash] = token{ns: r.NS, desc: r.TokenDesc}
@@ -68,6 +75,8 @@ func (e *Engine) applyRecord(r *Record) {
 			}
 			e.idem[k] = idemEnt{id: r.IdemID, expire: r.IdemExpire, at: r.IdemAt}
 		}
+	case KindPublication:
+		e.applyPublication(r)
 	case KindCounters:
 		e.seq = max(e.seq, r.Seq)
 		e.nonce = max(e.nonce, r.Nonce)
@@ -247,7 +256,7 @@ func (e *Engine) applyJob(img *JobImage) {
 		x.tags = img.Tags
 		e.indexTags(slot, x.tags, true)
 	}
-	x.replyTo, x.cron, x.lastError = img.ReplyTo, img.Cron, img.LastError
+	x.replyTo, x.cron, x.lastError, x.notify = img.ReplyTo, img.Cron, img.LastError, img.Notify
 	x.retainResult, x.retainUntil = img.RetainResult, img.RetainUntil
 	x.timeouts, x.releases, x.buries, x.kicks = img.Timeouts, img.Releases, img.Buries, img.Kicks
 	x.result = BlobRef{}
@@ -320,7 +329,7 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 	if x := e.ext[slot]; x != nil {
 		img.Expire = x.expire
 		img.Tags = x.tags
-		img.ReplyTo, img.Cron, img.LastError = x.replyTo, x.cron, x.lastError
+		img.ReplyTo, img.Cron, img.LastError, img.Notify = x.replyTo, x.cron, x.lastError, x.notify
 		img.RetainResult, img.RetainUntil = x.retainResult, x.retainUntil
 		img.Timeouts, img.Releases, img.Buries, img.Kicks = x.timeouts, x.releases, x.buries, x.kicks
 		if j.flags&fHasResult != 0 {

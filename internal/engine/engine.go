@@ -113,6 +113,8 @@ type Engine struct {
 	ent         Entry // scratch entry for the command being decided
 	dirty       map[uint32]struct{}
 	tmp         []uint32
+	events      eventLog
+	chans       map[chanKey]*durableChan
 }
 
 // New returns an empty engine holding only the default namespace.
@@ -143,6 +145,7 @@ func New(opts Options) *Engine {
 		tokens:   make(map[string]token),
 		dirty:    make(map[uint32]struct{}),
 		live:     make(map[uint32]int64),
+		chans:    make(map[chanKey]*durableChan),
 
 		onFirstTake: opts.OnFirstTake,
 	}
@@ -172,7 +175,9 @@ func (e *Engine) commit() error {
 			return err
 		}
 	}
+	e.noteRecords()
 	e.applyRecords(&e.ent)
+	e.publishEvents()
 	return nil
 }
 
@@ -180,6 +185,7 @@ func (e *Engine) commit() error {
 func (e *Engine) begin(now time.Time) {
 	e.Advance(now)
 	e.ent.reset(e.now)
+	e.events.reset()
 }
 
 // TakeDirty calls fn for every queue that gained ready jobs (or was resumed)

@@ -110,6 +110,7 @@ func (e *Engine) Cancel(now time.Time, ns, qn, id, receipt string) error {
 	}
 	r := e.ent.add()
 	r.Kind, r.NS, r.Queue, r.ID = KindJobDelete, ns, qn, id
+	e.events.hint = EventCancelled
 	if err := e.commit(); err != nil {
 		return err
 	}
@@ -237,6 +238,7 @@ func (e *Engine) CancelByFilter(now time.Time, ns, qn string, f Filter) (int, er
 		}
 	})
 	n := len(e.ent.Records)
+	e.events.hint = EventCancelled
 	if err := e.commit(); err != nil {
 		return 0, err
 	}

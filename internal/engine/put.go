@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/pubsub"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -130,6 +131,9 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 	if req.ReplyTo != "" && !ValidQueueName(req.ReplyTo) {
 		return out, badf("reply_to", "must be a queue name matching [A-Za-z0-9_.-]{1,%d}, got %q", MaxQueueNameLen, req.ReplyTo)
 	}
+	if req.Notify != "" && !pubsub.ValidChannel(req.Notify) {
+		return out, badf("notify", "must be a channel name: [A-Za-z0-9_.-]{1,200}, optionally followed by #user[,user...], at most %d bytes; got %q", MaxChannelNameLen, req.Notify)
+	}
 	if req.Cron != "" {
 		sched, err := e.cronSchedule(req.Cron)
 		if err != nil {
@@ -228,6 +232,7 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		Tags:         sortTags(req.Tags),
 		ReplyTo:      req.ReplyTo,
 		Cron:         req.Cron,
+		Notify:       req.Notify,
 		RetainResult: req.RetainResult.Milliseconds(),
 		Payload:      inlineBlob(nonNil(req.Payload)),
 	}

@@ -16,12 +16,47 @@ func (e *Engine) CreateNamespace(now time.Time, name string, cfg NamespaceConfig
 	if ns, ok := e.nss[name]; ok {
 		return NamespaceInfo{Name: name, Config: ns.cfg}, false, nil
 	}
+	if err := validateChannelHistory(cfg.Channels); err != nil {
+		return NamespaceInfo{}, false, err
+	}
 	r := e.ent.add()
 	r.Kind, r.NS, r.NSConfig = KindNamespace, name, cfg
 	if err := e.commit(); err != nil {
 		return NamespaceInfo{}, false, err
 	}
 	return NamespaceInfo{Name: name, Config: cfg}, true, nil
+}
+
+// ConfigureNamespace creates a namespace or replaces its configuration;
+// created says which. Turning durable channel history off forgets the
+// durable history of its channels (the live hub keeps them in memory).
+func (e *Engine) ConfigureNamespace(now time.Time, name string, cfg NamespaceConfig) (NamespaceInfo, bool, error) {
+	e.begin(now)
+	if !ValidNamespaceName(name) {
+		return NamespaceInfo{}, false, badf("name", "must match [A-Za-z0-9_.-]{1,%d}, got %q", MaxNSLen, name)
+	}
+	if err := validateChannelHistory(cfg.Channels); err != nil {
+		return NamespaceInfo{}, false, err
+	}
+	ns, exists := e.nss[name]
+	if exists && ns.cfg == cfg {
+		return NamespaceInfo{Name: name, Config: cfg}, false, nil
+	}
+	r := e.ent.add()
+	r.Kind, r.NS, r.NSConfig = KindNamespace, name, cfg
+	if err := e.commit(); err != nil {
+		return NamespaceInfo{}, false, err
+	}
+	return NamespaceInfo{Name: name, Config: cfg}, !exists, nil
+}
+
+// Namespace returns one namespace.
+func (e *Engine) Namespace(name string) (NamespaceInfo, error) {
+	ns, err := e.findNS(name)
+	if err != nil {
+		return NamespaceInfo{}, err
+	}
+	return NamespaceInfo{Name: name, Config: ns.cfg}, nil
 }
 
 // Namespaces lists every namespace by name.

@@ -14,10 +14,14 @@ package engine
 //
 // Encoding of one entry (all integers little-endian varints unless noted):
 //
-//	entry   = version:u8(=1) time:uvarint(unix ms) count:uvarint record*
+//	entry   = version:u8(=2) time:uvarint(unix ms) count:uvarint record*
 //	record  = kind:u8 fields (by kind, see encodeRecord)
 //	string  = len:uvarint bytes
 //	blob    = mode:u8 (0 none | 1 ref seg,off,len | 2 inline len bytes)
+//
+// Version 2 added the namespace's channel history policy, a job's notify
+// channel and publication records; version-1 entries still decode (those
+// fields are then empty).
 //
 // Inline blobs are payloads and results arriving with a command. Their bytes
 // stay in the log; the engine keeps only their location, computed from the
@@ -32,7 +36,10 @@ import (
 	"time"
 )
 
-const entryVersion = 1
+const (
+	entryVersion   = 2
+	entryVersionV1 = 1
+)
 
 // Kind identifies a record.
 type Kind uint8
@@ -48,6 +55,7 @@ const (
 	KindJobDelete   Kind = 8
 	KindIdem        Kind = 9 // idempotency key remembered until Expire
 	KindCounters    Kind = 10
+	KindPublication Kind = 11 // one publication of a durable channel (or its position only)
 )
 
 func (k Kind) String() string {
@@ -72,6 +80,8 @@ func (k Kind) String() string {
 		return "idem"
 	case KindCounters:
 		return "counters"
+	case KindPublication:
+		return "publication"
 	}
 	return fmt.Sprintf("kind(%d)", k)
 }
@@ -120,6 +130,7 @@ type JobImage struct {
 	LastError    string
 	RetainResult int64
 	RetainUntil  int64
+	Notify       string
 	// beanstalkd's per-job counters (reserves is Attempt)
 	Timeouts, Releases, Buries, Kicks uint32
 	Payload                           Blob
@@ -158,6 +169,21 @@ type Record struct {
 	Seq   uint64 // KindCounters
 	Nonce uint64
 	Jobs  uint64 // snapshots: how many jobs follow (a sizing hint)
+
+	Pub Publication // KindPublication (NS is the namespace)
+}
+
+// Publication is one publication of a durable channel as a record carries
+// it. A record without data only states the channel's position (epoch and
+// newest offset): snapshots write one for channels whose history is empty,
+// so the epoch and offsets carry on after a restart.
+type Publication struct {
+	Channel string
+	Epoch   string
+	Offset  uint64
+	Time    int64 // unix ms
+	Data    []byte
+	HasData bool
 }
 
 // Entry is the records of one command, logged and applied together.
@@ -245,6 +271,9 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 	case KindNamespace:
 		dst = appendString(dst, r.NS)
 		dst = appendBool(dst, r.NSConfig.AutoCreateQueues)
+		dst = binary.AppendVarint(dst, int64(r.NSConfig.Channels.Size))
+		dst = appendDur(dst, r.NSConfig.Channels.TTL)
+		dst = appendBool(dst, r.NSConfig.Channels.Durable)
 	case KindToken:
 		dst = appendString(dst, r.NS)
 		dst = appendString(dst, r.TokenHash)
@@ -302,6 +331,7 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 		dst = binary.AppendUvarint(dst, uint64(j.Releases))
 		dst = binary.AppendUvarint(dst, uint64(j.Buries))
 		dst = binary.AppendUvarint(dst, uint64(j.Kicks))
+		dst = appendString(dst, j.Notify)
 		dst = appendBlob(dst, base, &j.Payload)
 		dst = appendBlob(dst, base, &j.Result)
 		if j.Phase == phaseReserved {
@@ -324,6 +354,18 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 		dst = binary.AppendUvarint(dst, r.Seq)
 		dst = binary.AppendUvarint(dst, r.Nonce)
 		dst = binary.AppendUvarint(dst, r.Jobs)
+	case KindPublication:
+		p := &r.Pub
+		dst = appendString(dst, r.NS)
+		dst = appendString(dst, p.Channel)
+		dst = appendString(dst, p.Epoch)
+		dst = binary.AppendUvarint(dst, p.Offset)
+		dst = binary.AppendVarint(dst, p.Time)
+		dst = appendBool(dst, p.HasData)
+		if p.HasData {
+			dst = binary.AppendUvarint(dst, uint64(len(p.Data)))
+			dst = append(dst, p.Data...)
+		}
 	}
 	return dst
 }
@@ -335,6 +377,7 @@ type decoder struct {
 	b   []byte
 	off int
 	err error
+	v   byte // entry version
 }
 
 func (d *decoder) fail(what string) {
@@ -443,8 +486,8 @@ func (d *decoder) blob(what string, seg, bodyOff uint32) Blob {
 // panics; any malformed input gives an error wrapping ErrCorrupt.
 func DecodeEntry(body []byte, seg, bodyOff uint32) (*Entry, error) {
 	d := &decoder{b: body}
-	if v := d.byte1("version"); d.err == nil && v != entryVersion {
-		return nil, fmt.Errorf("%w: unknown entry version %d", ErrCorrupt, v)
+	if d.v = d.byte1("version"); d.err == nil && d.v != entryVersion && d.v != entryVersionV1 {
+		return nil, fmt.Errorf("%w: unknown entry version %d", ErrCorrupt, d.v)
 	}
 	ent := &Entry{Time: int64(d.uvarint("time"))}
 	n := d.uvarint("count")
@@ -473,6 +516,16 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 	case KindNamespace:
 		r.NS = d.str("namespace")
 		r.NSConfig.AutoCreateQueues = d.byte1("auto_create") != 0
+		if d.v >= 2 {
+			c := &r.NSConfig.Channels
+			size := d.varint("channel_history.size")
+			c.TTL = d.dur("channel_history.ttl")
+			c.Durable = d.byte1("channel_history.durable") != 0
+			if d.err == nil && (size > MaxChannelHistory || size < -1) {
+				d.fail("channel_history.size")
+			}
+			c.Size = int(size)
+		}
 	case KindToken:
 		r.NS = d.str("namespace")
 		r.TokenHash = d.str("token")
@@ -534,6 +587,9 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 		j.Releases = d.u32("releases")
 		j.Buries = d.u32("buries")
 		j.Kicks = d.u32("kicks")
+		if d.v >= 2 {
+			j.Notify = d.str("notify")
+		}
 		j.Payload = d.blob("payload", seg, bodyOff)
 		j.Result = d.blob("result", seg, bodyOff)
 		switch j.Phase {
@@ -563,6 +619,22 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 		r.Seq = d.uvarint("seq")
 		r.Nonce = d.uvarint("nonce")
 		r.Jobs = d.uvarint("jobs")
+	case KindPublication:
+		p := &r.Pub
+		r.NS = d.str("namespace")
+		p.Channel = d.str("channel")
+		p.Epoch = d.str("epoch")
+		p.Offset = d.uvarint("offset")
+		p.Time = d.varint("time")
+		p.HasData = d.byte1("has_data") != 0
+		if p.HasData {
+			// copied: the engine keeps publication bytes (history is
+			// bounded), unlike payloads, which stay in the log
+			p.Data = append([]byte(nil), d.bytes("data")...)
+		}
+		if d.err == nil && (r.NS == "" || p.Channel == "" || p.Epoch == "" || p.Offset == 0) {
+			d.fail("publication")
+		}
 	default:
 		d.fail("kind")
 	}
@@ -589,6 +661,11 @@ func (ent *Entry) Describe() string {
 			s += " " + r.NS
 		case KindIdem:
 			s += fmt.Sprintf(" %s/%s %q→%s", r.NS, r.Queue, r.IdemKey, r.IdemID)
+		case KindPublication:
+			s += fmt.Sprintf(" %s/%s %s:%d", r.NS, r.Pub.Channel, r.Pub.Epoch, r.Pub.Offset)
+			if r.Pub.HasData {
+				s += fmt.Sprintf(" data=%dB", len(r.Pub.Data))
+			}
 		}
 	}
 	return s

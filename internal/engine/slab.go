@@ -47,6 +47,7 @@ type jobExt struct {
 	tags         []string
 	replyTo      string
 	cron         string
+	notify       string // channel that gets the job's lifecycle events
 	lastError    string
 	result       BlobRef
 	retainResult int64 // ms; the job keeps its result at least this long (call)
@@ -57,7 +58,7 @@ type jobExt struct {
 
 func (x *jobExt) empty() bool {
 	return x.clientID == "" && x.expire == 0 && len(x.tags) == 0 && x.replyTo == "" &&
-		x.cron == "" && x.lastError == "" && x.retainResult == 0 && x.retainUntil == 0 &&
+		x.cron == "" && x.notify == "" && x.lastError == "" && x.retainResult == 0 && x.retainUntil == 0 &&
 		x.result == (BlobRef{}) && x.timeouts == 0 && x.releases == 0 && x.buries == 0 && x.kicks == 0
 }
 

@@ -34,6 +34,7 @@ func (it *SnapshotIter) Next(n int) *Entry {
 			r := ent.add()
 			r.Kind, r.NS, r.NSConfig = KindNamespace, ns.name, ns.cfg
 		}
+		e.snapshotChannels(ent)
 		for h, t := range e.tokens {
 			r := ent.add()
 			r.Kind, r.NS, r.TokenHash, r.TokenDesc = KindToken, t.ns, h, t.desc

@@ -147,7 +147,25 @@ type QueueInfo struct {
 // NamespaceConfig is a namespace's configuration.
 type NamespaceConfig struct {
 	AutoCreateQueues bool
+	Channels         ChannelHistory
 }
+
+// ChannelHistory is the history policy of a namespace's channels. Zero
+// values mean the server's defaults (the hub's: 1000 publications, 10
+// minutes). Durable history goes through the log like jobs do, so it
+// survives a restart with the same epoch; memory-only history gets a new
+// epoch on restart, which tells subscribers to reload.
+type ChannelHistory struct {
+	Size    int           // publications kept per channel; negative: none
+	TTL     time.Duration // how long one is kept; negative: until pushed out
+	Durable bool
+}
+
+// Channel history bounds a namespace may ask for.
+const (
+	MaxChannelHistory = 100_000
+	MaxChannelNameLen = 256
+)
 
 // NamespaceInfo describes one namespace.
 type NamespaceInfo struct {
@@ -172,6 +190,9 @@ type PutRequest struct {
 	ReplyTo        string
 	Cron           string
 	IdempotencyKey string
+	// Notify names a channel of the job's namespace that gets the job's
+	// lifecycle events (JobEvent).
+	Notify string
 	// RetainResult keeps the job as completed with its result for at least
 	// this long after ack, even in a non-retaining queue (used by call).
 	RetainResult time.Duration
@@ -216,6 +237,7 @@ type Job struct {
 	LastError     string
 	ReplyTo       string
 	Cron          string
+	Notify        string
 	HasResult     bool // completed with a retained result (which may be JSON null)
 	Result        BlobRef
 	ResultJSON    bool

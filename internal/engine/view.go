@@ -37,7 +37,7 @@ func (e *Engine) view(q *queue, slot uint32) Job {
 				v.Tags[x.tags[i]] = x.tags[i+1]
 			}
 		}
-		v.LastError, v.ReplyTo, v.Cron = x.lastError, x.replyTo, x.cron
+		v.LastError, v.ReplyTo, v.Cron, v.Notify = x.lastError, x.replyTo, x.cron, x.notify
 		v.Timeouts, v.Releases, v.Buries, v.Kicks = x.timeouts, x.releases, x.buries, x.kicks
 		if j.state == StateCompleted {
 			v.HasResult = true

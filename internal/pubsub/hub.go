@@ -30,6 +30,11 @@ type Config struct {
 	// DefaultHistoryTTL; negative keeps publications until the ring
 	// pushes them out.
 	HistoryTTL time.Duration
+	// Durable says the broker logs this namespace's publications and
+	// numbers them (PublishAt): the hub then never forgets a channel that
+	// has had publications, because a forgotten channel would come back
+	// with a new epoch that the log does not know.
+	Durable bool
 }
 
 // Defaults: enough to bridge a deploy's reconnect storm or a phone
@@ -323,6 +328,74 @@ func (h *Hub) Publish(ns, ch string, data []byte) (*Publication, error) {
 	return p, nil
 }
 
+// Durable reports whether ns has durable history (Config.Durable).
+func (h *Hub) Durable(ns string) bool { return h.config(ns).Durable }
+
+// Position returns a channel's epoch and newest offset, making the
+// channel (and so fixing its epoch) if it does not exist yet.
+func (h *Hub) Position(ns, ch string) (Position, error) {
+	if err := checkNames(ns, ch); err != nil {
+		return Position{}, err
+	}
+	c := h.get(ns, ch, true)
+	defer c.mu.Unlock()
+	c.touched = h.clock()
+	return Position{Offset: c.offset, Epoch: c.epoch}, nil
+}
+
+// PublishAt adds a publication numbered by the caller (durable history:
+// the log decided its epoch and offset) and fans it out. Calls for one
+// channel come in offset order; an offset the channel has seen already is
+// ignored. A different epoch, or a gap, drops the held history: positions
+// in it no longer lead to this publication without a loss.
+func (h *Hub) PublishAt(ns, ch, epoch string, offset uint64, at time.Time, data []byte) (*Publication, error) {
+	if err := checkNames(ns, ch); err != nil {
+		return nil, err
+	}
+	if epoch == "" || offset == 0 {
+		return nil, fmt.Errorf("pubsub: publication %s/%s needs an epoch and an offset", ns, ch)
+	}
+	conf := h.config(ns)
+	c := h.get(ns, ch, true)
+	defer c.mu.Unlock()
+	if c.epoch != epoch {
+		c.epoch, c.offset = epoch, offset-1
+		c.ring.clear()
+	}
+	if offset <= c.offset {
+		return nil, nil
+	}
+	if offset != c.offset+1 {
+		c.ring.clear()
+	}
+	c.offset = offset
+	p := &Publication{Namespace: ns, Channel: ch, Offset: offset, Epoch: epoch, Data: data, Time: at}
+	c.touched = h.clock()
+	c.ring.push(p, conf.HistorySize)
+	c.prune(c.touched, conf)
+	c.fanout(p)
+	return p, nil
+}
+
+// Restore sets a channel's position and history, as the log recovered
+// them at start (before anyone subscribes). pubs are oldest first, with
+// consecutive offsets ending at pos.Offset.
+func (h *Hub) Restore(ns, ch string, pos Position, pubs []*Publication) error {
+	if err := checkNames(ns, ch); err != nil {
+		return err
+	}
+	conf := h.config(ns)
+	c := h.get(ns, ch, true)
+	defer c.mu.Unlock()
+	c.epoch, c.offset = pos.Epoch, pos.Offset
+	c.ring.clear()
+	for _, p := range pubs {
+		c.ring.push(p, conf.HistorySize)
+	}
+	c.prune(h.clock(), conf)
+	return nil
+}
+
 // SubscribeOptions say where a subscription starts.
 type SubscribeOptions struct {
 	// Recover asks for every publication after Since in epoch Epoch. An
@@ -480,7 +553,8 @@ func (h *Hub) Sweep() {
 		if idle < 0 {
 			idle = DefaultHistoryTTL
 		}
-		if len(c.subs) == 0 && c.ring.len() == 0 && now.Sub(c.touched) >= idle {
+		forget := len(c.subs) == 0 && c.ring.len() == 0 && now.Sub(c.touched) >= idle
+		if forget && (!conf.Durable || c.offset == 0) {
 			h.mu.Lock()
 			if h.chans[chanKey{c.ns, c.name}] == c {
 				delete(h.chans, chanKey{c.ns, c.name})

@@ -1,6 +1,10 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
 
 func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.readBody(w, r)
@@ -17,6 +21,31 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Creating an existing namespace is not an error (scripts re-run their
 	// setup); 200 instead of 201 tells the caller nothing was created.
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, encodeNamespace(info))
+	return nil
+}
+
+// putNamespace creates or reconfigures a namespace; fields left out keep
+// their values (as PUT queue does).
+func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) error {
+	ns, err := pathNS(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	info, created, err := s.b.ConfigureNamespace(r.Context(), ns, func(cur engine.NamespaceConfig) (engine.NamespaceConfig, error) {
+		return decodeNamespacePatch(body, cur)
+	})
+	if err != nil {
+		return err
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

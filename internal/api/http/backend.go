@@ -17,6 +17,10 @@ type Backend interface {
 	// Namespaces and tokens (admin listener).
 	CreateNamespace(ctx context.Context, name string, cfg engine.NamespaceConfig) (info engine.NamespaceInfo, created bool, err error)
 	ListNamespaces(ctx context.Context) ([]engine.NamespaceInfo, error)
+	// ConfigureNamespace creates or reconfigures a namespace atomically:
+	// update gets the current configuration (the defaults when it does
+	// not exist) and answers the new one.
+	ConfigureNamespace(ctx context.Context, name string, update func(cur engine.NamespaceConfig) (engine.NamespaceConfig, error)) (info engine.NamespaceInfo, created bool, err error)
 	CreateToken(ctx context.Context, ns, description string) (token string, err error)
 	RevokeToken(ctx context.Context, ns, token string) error
 	// TokenNamespace returns the namespace a token belongs to, ok=false for
@@ -58,7 +62,10 @@ type Backend interface {
 
 	// Channels.
 	Publish(ctx context.Context, ns, ch string, data []byte) (offset uint64, epoch string, err error)
-	History(ctx context.Context, ns, ch string, since uint64, epoch string, limit int) (HistoryResult, error)
+	// History with wait > 0 long-polls: when nothing after since is there
+	// yet (and the position is valid), it waits up to wait for the next
+	// publication.
+	History(ctx context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (HistoryResult, error)
 
 	// Health.
 	Ready() error // nil once recovery is done and the log is writable

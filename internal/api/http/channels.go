@@ -45,7 +45,11 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h, err := s.b.History(r.Context(), ns, ch, since, v.Get("epoch"), limit)
+	wait, err := queryWait(v, s.opts.MaxWait)
+	if err != nil {
+		return err
+	}
+	h, err := s.b.History(r.Context(), ns, ch, since, v.Get("epoch"), limit, wait)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
 // timeLayout is API.md's answer format: UTC, always three fraction digits,
@@ -82,6 +83,7 @@ type jobJSON struct {
 	ReservedUntil string            `json:"reserved_until,omitempty"`
 	LastError     string            `json:"last_error,omitempty"`
 	ReplyTo       string            `json:"reply_to,omitempty"`
+	Notify        string            `json:"notify,omitempty"`
 	Cron          string            `json:"cron,omitempty"`
 	Result        json.RawMessage   `json:"result,omitempty"`
 	ResultBase64  *string           `json:"result_base64,omitempty"`
@@ -110,6 +112,7 @@ func encodeJob(j *engine.Job) jobJSON {
 		ReservedUntil: fmtOptTime(j.ReservedUntil),
 		LastError:     j.LastError,
 		ReplyTo:       j.ReplyTo,
+		Notify:        j.Notify,
 		Cron:          j.Cron,
 	}
 	out.Payload, out.PayloadBase64 = blob(j.Data, j.PayloadJSON)
@@ -259,12 +262,36 @@ type callWaitingJSON struct {
 }
 
 type namespaceJSON struct {
-	Name             string `json:"name"`
-	AutoCreateQueues bool   `json:"auto_create_queues"`
+	Name             string              `json:"name"`
+	AutoCreateQueues bool                `json:"auto_create_queues"`
+	ChannelHistory   *channelHistoryJSON `json:"channel_history,omitempty"`
+}
+
+// channelHistoryJSON is shown only for namespaces that set a policy, so
+// the namespace object of API.md stays as it is for everyone else.
+type channelHistoryJSON struct {
+	Size    int    `json:"size"`
+	TTL     string `json:"ttl"`
+	Durable bool   `json:"durable"`
 }
 
 func encodeNamespace(n engine.NamespaceInfo) namespaceJSON {
-	return namespaceJSON{Name: n.Name, AutoCreateQueues: n.Config.AutoCreateQueues}
+	out := namespaceJSON{Name: n.Name, AutoCreateQueues: n.Config.AutoCreateQueues}
+	if c := n.Config.Channels; c != (engine.ChannelHistory{}) {
+		size, ttl := c.Size, c.TTL
+		if size == 0 {
+			size = pubsub.DefaultHistorySize
+		}
+		if ttl == 0 {
+			ttl = pubsub.DefaultHistoryTTL
+		}
+		h := &channelHistoryJSON{Size: size, TTL: ttl.String(), Durable: c.Durable}
+		if ttl < 0 {
+			h.TTL = "-1"
+		}
+		out.ChannelHistory = h
+	}
+	return out
 }
 
 type publicationJSON struct {

@@ -82,6 +82,15 @@ func (f *fakeBackend) called(name string) bool {
 	return ok
 }
 
+func (f *fakeBackend) ConfigureNamespace(_ context.Context, name string, update func(engine.NamespaceConfig) (engine.NamespaceConfig, error)) (engine.NamespaceInfo, bool, error) {
+	cfg, err := update(f.nsInfo.Config)
+	if err != nil {
+		return engine.NamespaceInfo{}, false, err
+	}
+	err = f.rec("ConfigureNamespace", name, cfg)
+	return engine.NamespaceInfo{Name: name, Config: cfg}, f.created, err
+}
+
 func (f *fakeBackend) CreateNamespace(_ context.Context, name string, cfg engine.NamespaceConfig) (engine.NamespaceInfo, bool, error) {
 	err := f.rec("CreateNamespace", name, cfg)
 	info := f.nsInfo
@@ -205,8 +214,8 @@ func (f *fakeBackend) Publish(_ context.Context, ns, ch string, data []byte) (ui
 	return f.offset, f.epoch, f.rec("Publish", ns, ch, data)
 }
 
-func (f *fakeBackend) History(_ context.Context, ns, ch string, since uint64, epoch string, limit int) (HistoryResult, error) {
-	return f.hist, f.rec("History", ns, ch, since, epoch, limit)
+func (f *fakeBackend) History(_ context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (HistoryResult, error) {
+	return f.hist, f.rec("History", ns, ch, since, epoch, limit, wait)
 }
 
 func (f *fakeBackend) Ready() error { return f.ready }

@@ -41,7 +41,7 @@ func pathChannel(r *http.Request) (ns, ch string, err error) {
 		return "", "", err
 	}
 	ch = r.PathValue("ch")
-	return ns, ch, checkQueue("channel", ch)
+	return ns, ch, checkChannel("channel", ch)
 }
 
 var stateList = "delayed, ready, blocked, reserved, dead, completed"

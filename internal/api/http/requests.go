@@ -21,7 +21,7 @@ type limits struct {
 
 var putFields = []string{
 	"payload", "payload_base64", "id", "delay", "at", "priority", "ttl", "ttr",
-	"tries", "key", "tags", "reply_to", "cron", "idempotency_key",
+	"tries", "key", "tags", "reply_to", "cron", "idempotency_key", "notify",
 }
 
 // payload reads payload / payload_base64. required=false is for patch,
@@ -93,6 +93,9 @@ func readPut(o *object, lim limits, extra ...string) engine.PutRequest {
 	}
 	req.Cron = o.str("cron")
 	req.IdempotencyKey = o.str("idempotency_key")
+	if req.Notify = o.str("notify"); req.Notify != "" {
+		o.setErr(checkChannel(o.field("notify"), req.Notify))
+	}
 	return req
 }
 
@@ -391,16 +394,57 @@ func decodeNamespace(body []byte) (string, engine.NamespaceConfig, error) {
 	if err != nil {
 		return "", engine.NamespaceConfig{}, err
 	}
-	o.allow("name", "auto_create_queues")
+	o.allow("name", "auto_create_queues", "channel_history")
 	name := o.str("name")
 	cfg := engine.NamespaceConfig{AutoCreateQueues: true}
-	if b := o.optBool("auto_create_queues"); b != nil {
-		cfg.AutoCreateQueues = *b
-	}
+	readNamespace(o, &cfg)
 	if o.err == nil {
 		o.setErr(checkNamespace("name", name))
 	}
 	return name, cfg, o.err
+}
+
+// decodeNamespacePatch reads a PUT namespace body over the current
+// configuration: fields left out keep their values.
+func decodeNamespacePatch(body []byte, cfg engine.NamespaceConfig) (engine.NamespaceConfig, error) {
+	o, err := parseBody(body)
+	if err != nil {
+		return cfg, err
+	}
+	o.allow("auto_create_queues", "channel_history")
+	readNamespace(o, &cfg)
+	return cfg, o.err
+}
+
+func readNamespace(o *object, cfg *engine.NamespaceConfig) {
+	if b := o.optBool("auto_create_queues"); b != nil {
+		cfg.AutoCreateQueues = *b
+	}
+	h := o.child("channel_history")
+	if h == nil {
+		return
+	}
+	h.allow("size", "ttl", "durable")
+	c := &cfg.Channels
+	// -1 means "none" for size and "no expiry" for ttl
+	if raw, ok := h.get("size"); ok {
+		if string(raw) == "-1" {
+			c.Size = -1
+		} else {
+			c.Size = h.intRange("size", 0, engine.MaxChannelHistory, 0)
+		}
+	}
+	if raw, ok := h.get("ttl"); ok {
+		if string(raw) == "-1" {
+			c.TTL = -1
+		} else if d := h.optDuration("ttl"); d != nil {
+			c.TTL = *d
+		}
+	}
+	if b := h.optBool("durable"); b != nil {
+		c.Durable = *b
+	}
+	o.setErr(h.err)
 }
 
 func decodeToken(body []byte) (string, error) {

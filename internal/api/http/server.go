@@ -144,6 +144,7 @@ func (s *Server) registerAdmin() {
 
 	a.handle("POST /admin/namespaces", scopeAdmin, s.createNamespace)
 	a.handle("GET /admin/namespaces", scopeAdmin, s.listNamespaces)
+	a.handle("PUT /admin/namespaces/{ns}", scopeAdmin, s.putNamespace)
 	a.handle("POST /admin/namespaces/{ns}/tokens", scopeAdmin, s.createToken)
 	a.handle("DELETE /admin/namespaces/{ns}/tokens/{token}", scopeAdmin, s.revokeToken)
 

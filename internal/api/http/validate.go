@@ -3,6 +3,8 @@ package httpapi
 import (
 	"slices"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
 // Limits of API.md. They are checked here, before the broker, because they
@@ -54,8 +56,16 @@ func checkNamespace(field, s string) error {
 	return nil
 }
 
-// checkQueue also serves channel names and reply_to, which name queues or
-// channels by the same rule.
+// checkChannel checks a channel name: a queue-like base name, optionally
+// limited to users with "#id[,id...]".
+func checkChannel(field, s string) error {
+	if !pubsub.ValidChannel(s) {
+		return badField(field, "invalid channel name %q: want 1 to 200 of A-Z a-z 0-9 _ . -, optionally followed by #user[,user...]", s)
+	}
+	return nil
+}
+
+// checkQueue also serves reply_to, which names a queue.
 func checkQueue(field, s string) error {
 	if !validName(s, maxQueueLen, false) {
 		return badField(field, "invalid name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, maxQueueLen)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
 // command is one client frame: {"id":N,"<op>":{...}}.
@@ -161,6 +162,7 @@ type putBody struct {
 	Tags           map[string]string `json:"tags"`
 	ReplyTo        string            `json:"reply_to"`
 	IdempotencyKey string            `json:"idempotency_key"`
+	Notify         string            `json:"notify"`
 }
 
 // decodeBody reads a command's body into v; an absent or null body is an
@@ -321,6 +323,10 @@ func (p *putBody) request(maxPayload int64) (engine.PutRequest, error) {
 	req.ID, req.At, req.Priority, req.Tries = p.ID, p.At, p.Priority, p.Tries
 	req.Delay, req.TTL, req.TTR = p.Delay.ptr(), p.TTL.ptr(), p.TTR.ptr()
 	req.Key, req.ReplyTo, req.IdempotencyKey = p.Key, p.ReplyTo, p.IdempotencyKey
+	if p.Notify != "" && !pubsub.ValidChannel(p.Notify) {
+		return req, badRequest("notify: invalid channel name %q", p.Notify)
+	}
+	req.Notify = p.Notify
 	if len(p.Tags) > 0 {
 		req.Tags = p.Tags
 	}
