@@ -43,6 +43,11 @@ type serveConfig struct {
 	metricsQueues   int
 	logAsync        bool
 	beanstalkPublic bool
+	jwtSecret       string
+	jwtKeys         string
+	jwtIssuer       string
+	jwtAudience     string
+	connectRate     float64
 }
 
 func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
@@ -62,6 +67,11 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.BoolVar(&c.beanstalkPublic, "beanstalk-public", false, "allow the (unauthenticated) beanstalkd listener on a non-loopback address")
 	fs.BoolVar(&c.logAsync, "log-async", true, "write logs from a bounded queue so a slow sink never blocks requests (drops are counted)")
 	fs.IntVar(&c.metricsQueues, "metrics-max-queues", 1000, "distinct queues labelled in metrics; the rest are summed under \"_other\"")
+	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret for browser JWTs on /v1/ws and /v1/sse (empty: HS256 off)")
+	fs.StringVar(&c.jwtKeys, "jwt-public-keys", "", "PEM file of RSA or P-256 public keys (or certificates) for RS256/ES256 JWTs")
+	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss claim of JWTs (empty: not checked)")
+	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud claim of JWTs (empty: not checked)")
+	fs.Float64Var(&c.connectRate, "connect-rate", 1000, "new WebSocket/SSE connections accepted per second (burst twice that); the rest get 503 with Retry-After")
 	cfg := fs.String("config", "", "file of \"name = value\" settings (flags and CHRONOQ_* variables take precedence)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: chronoq serve [flags]\n\nRuns the server. Example:\n  chronoq serve --data /var/lib/chronoq --sync always\n\nFlags (each also CHRONOQ_<NAME>):\n")
@@ -165,7 +175,24 @@ func serve(args []string) error {
 	})
 	// real time: WebSocket and SSE on the main listener, forced disconnects
 	// on the admin listener
+	jwtOpts := rtws.JWTOptions{HMACSecret: []byte(c.jwtSecret), Issuer: c.jwtIssuer, Audience: c.jwtAudience}
+	if c.jwtKeys != "" {
+		pem, err := os.ReadFile(c.jwtKeys)
+		if err == nil {
+			jwtOpts.PublicKeys, err = rtws.ParsePublicKeysPEM(pem)
+		}
+		if err != nil {
+			b.Close()
+			return fmt.Errorf("--jwt-public-keys %s: %w", c.jwtKeys, err)
+		}
+	}
+	if c.connectRate <= 0 {
+		b.Close()
+		return fmt.Errorf("--connect-rate: must be above 0, got %g", c.connectRate)
+	}
 	rt, err := rtws.New(b, b.Channels(), rtws.Options{
+		JWT:            jwtOpts,
+		ConnectRate:    c.connectRate,
 		AdminToken:     c.adminToken,
 		RequireAuth:    c.adminToken != "" || mainPublic || adminPublic,
 		MaxPayload:     c.maxPayload,
