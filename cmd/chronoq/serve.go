@@ -203,6 +203,11 @@ func serve(args []string) error {
 		b.Close()
 		return err
 	}
+	m.SetRealtime(func() metrics.Realtime {
+		hs, rs := b.Channels().Stats(), rt.Stats()
+		return metrics.Realtime{Channels: hs.Channels, Subscriptions: hs.Subscriptions, HistoryPublications: hs.Publications,
+			Connections: rs.Connections, SlowDisconnects: rs.SlowDisconnects, Refused: rs.Refused}
+	})
 	mainMux := http.NewServeMux()
 	mainMux.Handle("/", api.Main())
 	mainMux.Handle("/api/", lm.Main())

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,7 +35,7 @@ type Metrics struct {
 	jobWait     *prometheus.HistogramVec
 	lateness    prometheus.Histogram
 	pubs        prometheus.Counter
-	subscribers prometheus.Gauge
+	realtime    atomic.Pointer[func() Realtime]
 
 	guard labelGuard
 }
@@ -79,13 +80,10 @@ func New(maxQueues int, queues QueueSource) *Metrics {
 		pubs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chronoq_channel_publications_total", Help: "Publications to real-time channels.",
 		}),
-		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "chronoq_channel_subscribers", Help: "Connected channel subscribers.",
-		}),
 		guard: labelGuard{max: maxQueues, seen: map[string]bool{}},
 	}
 	m.reg.MustRegister(m.requests, m.connections, m.fsync, m.batch, m.walBytes, m.snapshot,
-		m.jobWait, m.lateness, m.pubs, m.subscribers,
+		m.jobWait, m.lateness, m.pubs, realtimeCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&queueCollector{m: m, source: queues})
 	m.connections.WithLabelValues("http") // present from the first scrape
@@ -129,8 +127,49 @@ func (m *Metrics) Lateness(d time.Duration) { m.lateness.Observe(max(d, 0).Secon
 // Publication counts one channel publication.
 func (m *Metrics) Publication() { m.pubs.Inc() }
 
-// Subscribers returns the channel subscriber gauge.
-func (m *Metrics) Subscribers() prometheus.Gauge { return m.subscribers }
+// Realtime is what the channels and the WebSocket/SSE server hold,
+// read at scrape time.
+type Realtime struct {
+	Channels, Subscriptions, HistoryPublications int
+	Connections                                  int64
+	SlowDisconnects, Refused                     int64 // counters
+}
+
+// SetRealtime installs the source of the real-time gauges.
+func (m *Metrics) SetRealtime(fn func() Realtime) { m.realtime.Store(&fn) }
+
+var (
+	descChannels = prometheus.NewDesc("chronoq_channels", "Live real-time channels.", nil, nil)
+	descSubs     = prometheus.NewDesc("chronoq_channel_subscribers", "Channel subscriptions (a connection subscribed to 3 channels counts 3).", nil, nil)
+	descHistory  = prometheus.NewDesc("chronoq_channel_history_publications", "Publications held in channel histories.", nil, nil)
+	descRTConns  = prometheus.NewDesc("chronoq_realtime_connections", "Open WebSocket and SSE connections.", nil, nil)
+	descSlow     = prometheus.NewDesc("chronoq_realtime_slow_disconnects_total", "Connections closed because their outgoing queue was full (slow consumers).", nil, nil)
+	descRefused  = prometheus.NewDesc("chronoq_realtime_refused_total", "WebSocket/SSE connections refused by the connection cap or the connect rate limit.", nil, nil)
+)
+
+// realtimeCollector reads the real-time numbers when scraped: they live
+// in the hub and the connection table, so copying them into gauges on
+// every change would only add work to hot paths.
+type realtimeCollector struct{ m *Metrics }
+
+func (c realtimeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descChannels, descSubs, descHistory, descRTConns, descSlow, descRefused} {
+		ch <- d
+	}
+}
+
+func (c realtimeCollector) Collect(ch chan<- prometheus.Metric) {
+	var r Realtime
+	if fn := c.m.realtime.Load(); fn != nil {
+		r = (*fn)()
+	}
+	ch <- prometheus.MustNewConstMetric(descChannels, prometheus.GaugeValue, float64(r.Channels))
+	ch <- prometheus.MustNewConstMetric(descSubs, prometheus.GaugeValue, float64(r.Subscriptions))
+	ch <- prometheus.MustNewConstMetric(descHistory, prometheus.GaugeValue, float64(r.HistoryPublications))
+	ch <- prometheus.MustNewConstMetric(descRTConns, prometheus.GaugeValue, float64(r.Connections))
+	ch <- prometheus.MustNewConstMetric(descSlow, prometheus.CounterValue, float64(r.SlowDisconnects))
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Refused))
+}
 
 // labelGuard admits the first max distinct queues as label values.
 type labelGuard struct {

@@ -197,3 +197,39 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 		t.Fatalf("dashboard queries only %d metrics", n)
 	}
 }
+
+// TestRealtimeGauges: channel numbers are read from their source at scrape
+// time, and publications are counted.
+func TestRealtimeGauges(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var b *broker.Broker
+	m := metrics.New(10, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
+	b, err := broker.Open(broker.Options{Dir: t.TempDir(), Logger: quiet, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	api := httpapi.New(b, httpapi.Options{Logger: quiet, Metrics: m.Handler()})
+	s := &stack{main: httptest.NewServer(api.Main()), admin: httptest.NewServer(api.Admin()), b: b}
+	defer s.main.Close()
+	defer s.admin.Close()
+	m.SetRealtime(func() metrics.Realtime {
+		hs := b.Channels().Stats()
+		return metrics.Realtime{Channels: hs.Channels, Subscriptions: hs.Subscriptions, HistoryPublications: hs.Publications,
+			Connections: 3, SlowDisconnects: 2, Refused: 1}
+	})
+	for i := 0; i < 3; i++ {
+		s.post(t, "/v1/ns/default/channels/a/publish", `{"data":1}`)
+	}
+	s.post(t, "/v1/ns/default/channels/b/publish", `{"data":1}`)
+	sc := s.scrape(t)
+	for name, want := range map[string]string{
+		"chronoq_channels": "2", "chronoq_channel_history_publications": "4", "chronoq_channel_publications_total": "4",
+		"chronoq_channel_subscribers": "0", "chronoq_realtime_connections": "3",
+		"chronoq_realtime_slow_disconnects_total": "2", "chronoq_realtime_refused_total": "1",
+	} {
+		if got := value(t, sc, name, ""); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+}
