@@ -21,11 +21,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Creating an existing namespace is not an error (scripts re-run their
 	// setup); 200 instead of 201 tells the caller nothing was created.
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, encodeNamespace(info))
+	writeUpserted(w, created, encodeNamespace(info))
 	return nil
 }
 
@@ -46,11 +42,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, encodeNamespace(info))
+	writeUpserted(w, created, encodeNamespace(info))
 	return nil
 }
 

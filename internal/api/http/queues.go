@@ -36,12 +36,17 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	writeUpserted(w, created, encodeQueue(&info))
+	return nil
+}
+
+// writeUpserted answers a create-or-update: 201 when it created, else 200.
+func writeUpserted(w http.ResponseWriter, created bool, v any) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, encodeQueue(&info))
-	return nil
+	writeJSON(w, status, v)
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) error {
