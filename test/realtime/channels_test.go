@@ -146,6 +146,9 @@ func TestSSE(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("content type %q", ct)
 	}
+	if o := resp.Header.Get("Access-Control-Allow-Origin"); o != "*" {
+		t.Errorf("Access-Control-Allow-Origin %q: pages on other origins could not use EventSource", o)
+	}
 	a := s.next()
 	b := s.next()
 	if a.name != "subscribed" || b.name != "subscribed" || b.id == "" {
