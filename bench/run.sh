@@ -5,11 +5,14 @@
 # shared machines drift; then writes bench/results/<date>.json (a JSON
 # array of `chronoq bench --json` objects), <date>.cdf.jsonl (the latency
 # distributions), <date>.na.txt (cells that could not run, with why) and
-# the plots and a markdown table of medians under bench/results/<date>/.
+# the plots and a markdown table of medians under bench/results/<date>/;
+# <date>.load.txt has the load average at the start of every repetition
+# (the machine may be shared: read the medians next to it).
 #
 # Knobs (environment): DURATION (5s) CONNS ("8 64") REPS (3) PAYLOAD (100)
-# SCENARIOS ("put lifecycle") TARGETS (see below, default: all that are up)
-# DELAYED_TARGETS ("chronoq-http chronoq-ws chronoq-beanstalk beanstalkd-nobinlog redis") DELAYED_CONNS (64)
+# SCENARIOS ("put lifecycle"; empty: none) TARGETS (see below, default: all
+# that are up) DELAYED_TARGETS ("chronoq-http chronoq-ws chronoq-beanstalk
+# beanstalkd-nobinlog redis"; empty: skip the delayed runs) DELAYED_CONNS (64)
 # DELAY_RANGE (1s..2s) DELAYED_DURATION (10s) FANOUT_CONNS ("64"; empty:
 # skip the chronoq-ws fanout runs) CHRONOQ_BIN (a prebuilt server;
 # default: built from this tree) PROFILE (1: CPU-profile chronoq during its
@@ -23,8 +26,8 @@ DURATION=${DURATION:-5s}
 CONNS=${CONNS:-8 64}
 REPS=${REPS:-3}
 PAYLOAD=${PAYLOAD:-100}
-SCENARIOS=${SCENARIOS:-put lifecycle}
-DELAYED_TARGETS=${DELAYED_TARGETS:-chronoq-http chronoq-ws chronoq-beanstalk beanstalkd-nobinlog redis}
+SCENARIOS=${SCENARIOS-put lifecycle}
+DELAYED_TARGETS=${DELAYED_TARGETS-chronoq-http chronoq-ws chronoq-beanstalk beanstalkd-nobinlog redis}
 DELAYED_CONNS=${DELAYED_CONNS:-64}
 DELAY_RANGE=${DELAY_RANGE:-1s..2s}
 DELAYED_DURATION=${DELAYED_DURATION:-10s}
@@ -53,8 +56,13 @@ stamp=$(date -u +%Y-%m-%d)
 OUT=bench/results/$stamp.json
 LINES=$BENCH_DIR/$stamp.lines
 NA=bench/results/$stamp.na.txt
+LOAD=bench/results/$stamp.load.txt
 : >"$LINES"
 : >"$NA"
+: >"$LOAD"
+# load LABEL: note the time and load averages (1, 5, 15 min) in $LOAD
+load() { echo "$(date -u +%FT%TZ) load $(cut -d" " -f1-3 /proc/loadavg) $*" >>"$LOAD"; }
+load start
 rm -f "${OUT%.json}.cdf.jsonl"
 
 echo "building chronoq" >&2
@@ -107,6 +115,7 @@ for sc in $SCENARIOS; do
 	for n in $CONNS; do
 		for rep in $(seq "$REPS"); do
 			echo "== $sc conns=$n rep $rep/$REPS" >&2
+			load "$sc conns=$n rep $rep"
 			for label in $TARGETS; do
 				prof=
 				if [[ $PROFILE == 1 && $label == chronoq-http && $rep == 1 && $n == "$maxconns" ]]; then
@@ -124,7 +133,9 @@ for sc in $SCENARIOS; do
 done
 
 for rep in $(seq "$REPS"); do
+	[[ -n $DELAYED_TARGETS ]] || break
 	echo "== delayed conns=$DELAYED_CONNS rep $rep/$REPS" >&2
+	load "delayed conns=$DELAYED_CONNS rep $rep"
 	for label in $DELAYED_TARGETS; do
 		[[ " $TARGETS " == *" $label "* ]] || continue
 		run "$label" delayed "$DELAYED_CONNS" "$DELAYED_DURATION" --delay-range "$DELAY_RANGE"
@@ -135,11 +146,13 @@ if [[ " $TARGETS " == *" chronoq-ws "* ]]; then
 	for n in $FANOUT_CONNS; do
 		for rep in $(seq "$REPS"); do
 			echo "== fanout conns=$n rep $rep/$REPS" >&2
+			load "fanout conns=$n rep $rep"
 			run chronoq-ws fanout "$n" "$DURATION"
 		done
 	done
 fi
 
+load end
 {
 	echo "["
 	paste -sd, "$LINES" | sed 's/},{/},\n{/g'

@@ -126,6 +126,14 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 		go func() {
 			defer wg.Done()
 			r.worker(ctx, conns[i], recs[i], uint64(i))
+			// A finished worker closes its connection at once: a target
+			// that pushes jobs to consumers (chronoq-ws, rabbitmq) would
+			// otherwise keep handing this idle connection a job another,
+			// still running worker is waiting for (its take then fails
+			// after takeWait and stretches the run); closing gives such
+			// pushed, unsettled jobs back to the queue.
+			conns[i].Close()
+			conns[i] = nil
 		}()
 	}
 	wg.Wait()

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -252,12 +254,21 @@ func Plot(resultsPath, outDir string) ([]string, error) {
 
 func throughputPlot(m *matrix, sc string) (*plot.Plot, error) {
 	p := plot.New()
+	unit := "jobs/s"
+	if sc == "fanout" {
+		unit = "deliveries/s"
+	}
 	p.Title.Text = fmt.Sprintf("%s: throughput (median of repetitions)", sc)
-	p.Y.Label.Text = "jobs/s"
+	p.Y.Label.Text = unit
+	p.X.Label.Text = "target"
 	p.Y.Min = 0
+	p.Y.Tick.Marker = kTicks{}
 	ts := m.targetsOf(sc)
 	cs := m.conns(sc)
-	width := vg.Points(float64(min(60, 240/len(cs))))
+	// one slot per target on the x axis (about 10 inches of the 11-inch
+	// image); a slot's bars fill 80% of it, so groups never touch
+	slot := 10 * 72 / float64(len(ts))
+	width := vg.Points(math.Min(60, 0.8*slot/float64(len(cs))))
 	top := 0.0
 	for i, n := range cs {
 		vals := make(plotter.Values, len(ts))
@@ -272,16 +283,41 @@ func throughputPlot(m *matrix, sc string) (*plot.Plot, error) {
 			return nil, err
 		}
 		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
+		bars.Color = seriesColor(i)
 		bars.Offset = width * vg.Length(float64(i)-float64(len(cs)-1)/2)
 		p.Add(bars)
 		p.Legend.Add(fmt.Sprintf("%d conns", n), bars)
 	}
-	p.Y.Max = top * 1.15 // room for the legend above the bars
+	p.Y.Max = top * 1.2 // room for the legend above the bars
+	p.X.Min, p.X.Max = -0.5, float64(len(ts))-0.5
 	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
 	p.Add(plotter.NewGrid())
 	p.NominalX(ts...)
 	return p, nil
+}
+
+// kTicks are the default ticks labelled without decimals, thousands as k.
+type kTicks struct{}
+
+func (kTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label == "" {
+			continue
+		}
+		v := ticks[i].Value
+		switch {
+		case v == 0:
+			ticks[i].Label = "0"
+		case math.Abs(v) >= 1000:
+			ticks[i].Label = strconv.FormatFloat(v/1000, 'f', -1, 64) + "k"
+		default:
+			ticks[i].Label = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
+	return ticks
 }
 
 // cdfPlot draws one line per target: the median over repetitions of each
@@ -290,14 +326,14 @@ func cdfPlot(m *matrix, cdfs []CDFRecord, sc string, conns int) (*plot.Plot, err
 	p := plot.New()
 	lateness := sc == "delayed"
 	if lateness {
-		p.Title.Text = fmt.Sprintf("delayed: lateness (handed out − due), %d conns", conns)
-		p.X.Label.Text = "lateness, ms"
+		p.Title.Text = fmt.Sprintf("delayed: lateness CDF (handed out − due), %d conns", conns)
+		p.X.Label.Text = fmt.Sprintf("lateness, ms (log; ≤ %g ms drawn at %g)", minLogMS, minLogMS)
 	} else {
 		p.Title.Text = fmt.Sprintf("%s: latency CDF, %d conns", sc, conns)
 		p.X.Label.Text = "latency, ms (log)"
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Label.Text = "fraction of jobs ≤ x"
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Add(plotter.NewGrid())
@@ -318,28 +354,52 @@ func cdfPlot(m *matrix, cdfs []CDFRecord, sc string, conns int) (*plot.Plot, err
 		}
 		xys := make(plotter.XYs, 0, len(pts))
 		for _, pt := range pts {
-			x := pt.MS
-			if !lateness {
-				x = math.Max(x, 0.001) // the log axis needs x > 0
-			}
+			x := math.Max(pt.MS, minLogMS) // the log axis needs x > 0
 			xys = append(xys, plotter.XY{X: x, Y: pt.Q})
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
 			return nil, err
 		}
-		l.Color = plotutil.Color(i)
+		l.Color = seriesColor(i)
 		l.Width = vg.Points(1.5)
 		l.Dashes = plotutil.Dashes(i)
 		p.Add(l)
 		p.Legend.Add(t, l)
 	}
-	p.Legend.Top = false
-	p.Legend.Left = false
-	p.Legend.XOffs = -vg.Points(4)
-	p.Legend.YOffs = vg.Points(4)
+	if lateness {
+		// the target: lateness p99 ≤ 5 ms
+		l, err := plotter.NewLine(plotter.XYs{{X: 5, Y: 0}, {X: 5, Y: 1}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Gray{Y: 100}
+		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		p.Add(l)
+		p.Legend.Add("target p99 5 ms", l)
+	}
+	// the curves start low on the left and reach 1 on the right: the
+	// upper left corner stays free for the legend
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(8)
 	return p, nil
 }
+
+// palette is Tableau 10: ten colours that stay apart (plotutil's seven
+// would give the matrix's eighth target the first one's colour).
+var palette = []color.RGBA{
+	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xe1, 0x57, 0x59, 0xff}, {0x76, 0xb7, 0xb2, 0xff},
+	{0x59, 0xa1, 0x4f, 0xff}, {0xed, 0xc9, 0x48, 0xff}, {0xb0, 0x7a, 0xa1, 0xff}, {0xff, 0x9d, 0xa7, 0xff},
+	{0x9c, 0x75, 0x5f, 0xff}, {0xba, 0xb0, 0xac, 0xff},
+}
+
+func seriesColor(i int) color.Color { return palette[i%len(palette)] }
+
+// minLogMS is where the CDFs' log axis starts: smaller values (and a
+// lateness ≤ 0, a job handed out on the dot) are drawn there.
+const minLogMS = 0.01
 
 // medianCDF merges the repetitions' distributions: at each recorded
 // fraction, the median of the repetitions' values.

@@ -274,3 +274,21 @@ func TestPlot(t *testing.T) {
 		t.Fatalf("markdown table with %d rows:\n%s", rows, md.String())
 	}
 }
+
+// TestPushConsumersFinishCleanly: with push consumption (chronoq-ws), a
+// worker that finished must not keep receiving jobs another worker waits
+// for; that used to end a lifecycle run with take errors after takeWait
+// (5 s) and a stretched duration.
+func TestPushConsumersFinishCleanly(t *testing.T) {
+	s := newServer(t)
+	for i := 0; i < 5; i++ {
+		res, _, err := bench.Run(context.Background(), bench.Config{Target: "chronoq-ws", Addr: s.url,
+			Scenario: "lifecycle", Conns: 32, Duration: 200 * time.Millisecond, Payload: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Errors != 0 || res.DurationS > 2 {
+			t.Fatalf("run %d: %d errors, %.1fs for a 0.2s run", i, res.Errors, res.DurationS)
+		}
+	}
+}
