@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,5 +273,71 @@ func TestLongDelayedJobDoesNotPinTheLog(t *testing.T) {
 	j, err = b.Peek(ctx, "default", "slow", pinned.ID)
 	if err != nil || string(j.Data) != "see you next year" || j.State != engine.StateDelayed {
 		t.Fatalf("after reopen: %v %+v", err, j)
+	}
+}
+
+// snapCounter counts finished snapshots.
+type snapCounter struct {
+	nopObserver
+	n atomic.Int64
+}
+
+func (c *snapCounter) Snapshot(time.Duration) { c.n.Add(1) }
+
+// Emptying pinned segments must not make the loop write a full snapshot
+// per segment (a log full of long-lived jobs used to write them back to
+// back): the emptied segments go once the moved payloads are durable.
+func TestCompactionDoesNotCascadeSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	obs := &snapCounter{}
+	b, err := Open(Options{Dir: dir, Logger: quiet, SnapshotBytes: 128 << 10, Observer: obs,
+		WAL: wal.Options{SegmentSize: 64 << 10, Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	year := 365 * 24 * time.Hour
+	pad := make([]byte, 2000)
+	var pinned []string
+	for seg := 0; seg < 6; seg++ { // one long-delayed job in each of ~6 segments
+		r, err := b.Put(ctx, "default", "slow", engine.PutRequest{Payload: []byte(fmt.Sprint("pinned ", seg)), Delay: &year})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pinned = append(pinned, r.ID)
+		for i := 0; i < 40; i++ {
+			if _, err := b.Put(ctx, "default", "fast", engine.PutRequest{Payload: pad}); err != nil {
+				t.Fatal(err)
+			}
+			jobs, _ := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"fast"}}, 0)
+			for _, j := range jobs {
+				b.Ack(ctx, "default", "fast", j.ID, engine.AckRequest{Receipt: j.Receipt})
+			}
+		}
+	}
+	// wait for a snapshot covering the pinned segments, then count
+	deadline := time.Now().Add(10 * time.Second)
+	for obs.n.Load() == 0 && time.Now().Before(deadline) {
+		b.Peek(ctx, "default", "slow", pinned[0])
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := obs.n.Load()
+	segs := len(b.log.Segments())
+	for len(b.log.Segments()) > 3 && time.Now().Before(deadline) {
+		b.Peek(ctx, "default", "slow", pinned[0])
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(b.log.Segments()); n > 3 {
+		t.Fatalf("%d segments left of %d: the pinned ones were not dropped", n, segs)
+	}
+	if extra := obs.n.Load() - before; extra > 1 {
+		t.Fatalf("compaction wrote %d snapshots; want at most 1 (no snapshot per emptied segment)", extra)
+	}
+	for i, id := range pinned {
+		j, err := b.Peek(ctx, "default", "slow", id)
+		if err != nil || string(j.Data) != fmt.Sprint("pinned ", i) {
+			t.Fatalf("pinned job %d after compaction: %v %q", i, err, j.Data)
+		}
 	}
 }

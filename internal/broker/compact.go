@@ -16,6 +16,7 @@ type compactor struct {
 	seg      uint32 // segment being emptied, 0 = none
 	cursor   uint32
 	nextPick time.Time // picking reads the snapshot directory: not every turn
+	emptied  bool      // a segment was emptied: drop it once the moves are durable
 }
 
 const (
@@ -27,6 +28,20 @@ const (
 func (c *compactor) step(b *Broker) {
 	if b.failed.Load() != nil {
 		return
+	}
+	if c.emptied {
+		// The moved payloads were written at the end of the previous turn;
+		// once they are durable the emptied segment can go. Only the
+		// segment's own records pinned it: a snapshot already covers it
+		// (pick), so no new snapshot is needed — asking for one per
+		// emptied segment made a log full of long-lived jobs write full
+		// snapshots back to back, stalling the loop.
+		c.emptied = false
+		if err := b.log.SyncWritten(); err != nil {
+			b.fail(err)
+			return
+		}
+		b.snap.dropSegments(b)
 	}
 	if c.seg == 0 {
 		now := b.now()
@@ -52,7 +67,8 @@ func (c *compactor) step(b *Broker) {
 	if done {
 		b.lg.Info("compaction: segment emptied of live payloads", "segment", c.seg, "live_left", b.eng.LiveBytes()[c.seg])
 		c.seg = 0
-		b.sink.written += b.opts.SnapshotBytes // a snapshot now lets the segment go
+		c.emptied = true
+		c.nextPick = time.Time{} // the next pinned segment may go at once
 	}
 }
 
