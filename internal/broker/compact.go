@@ -21,7 +21,7 @@ type compactor struct {
 
 const (
 	compactSlotsPerTurn = 50000
-	compactBytesPerTurn = 4 << 20
+	compactBytesPerTurn = 1 << 20
 )
 
 // step runs on the loop between batches.

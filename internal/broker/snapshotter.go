@@ -22,7 +22,13 @@ type snapshotter struct {
 	started time.Time
 }
 
-const snapChunk = 20000 // records exported per loop turn
+// A running snapshot gets a time budget per loop turn, in chunks, so a
+// server holding millions of jobs spreads the export over many turns and
+// requests never wait behind more than about the budget.
+const (
+	snapChunk      = 1024
+	snapTurnBudget = 2 * time.Millisecond
+)
 
 func (s *snapshotter) init(b *Broker, _ wal.RecoveryReport) { s.last = b.now() }
 
@@ -56,16 +62,20 @@ func (s *snapshotter) step(b *Broker) {
 			return
 		}
 	}
-	ent := s.iter.Next(snapChunk)
-	if ent == nil {
-		w := s.w
-		s.iter, s.w = nil, nil
-		s.sealing = make(chan error, 1)
-		go func() { _, err := w.Commit(); s.sealing <- err }()
-		return
-	}
-	if err := s.w.Add(ent.Encode(nil)); err != nil {
-		s.abort(b, err)
+	start := time.Now()
+	for time.Since(start) < snapTurnBudget {
+		ent := s.iter.Next(snapChunk)
+		if ent == nil {
+			w := s.w
+			s.iter, s.w = nil, nil
+			s.sealing = make(chan error, 1)
+			go func() { _, err := w.Commit(); s.sealing <- err }()
+			return
+		}
+		if err := s.w.Add(ent.Encode(nil)); err != nil {
+			s.abort(b, err)
+			return
+		}
 	}
 }
 
