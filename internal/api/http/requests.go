@@ -435,7 +435,7 @@ func readNamespace(o *object, cfg *engine.NamespaceConfig) {
 		}
 	}
 	if raw, ok := h.get("ttl"); ok {
-		if string(raw) == "-1" {
+		if r := string(raw); r == "-1" || r == `"-1"` {
 			c.TTL = -1
 		} else if d := h.optDuration("ttl"); d != nil {
 			c.TTL = *d
