@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -101,7 +102,14 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 			}
 		}
 	}()
-	eng := engine.New(engine.Options{})
+	// A job takes at least minJobRecord bytes of a snapshot, which bounds
+	// what the snapshot's sizing hint may reserve.
+	const minJobRecord = 24
+	limit := 0
+	if st, err := os.Stat(path); err == nil {
+		limit = int(min(st.Size()/minJobRecord, 1<<32-2))
+	}
+	eng := engine.New(engine.Options{ReserveLimit: limit})
 	for d := range ch {
 		if d.err != nil {
 			return nil, wal.Position{}, d.err

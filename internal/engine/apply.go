@@ -80,8 +80,8 @@ func (e *Engine) applyRecord(r *Record) {
 	case KindCounters:
 		e.seq = max(e.seq, r.Seq)
 		e.nonce = max(e.nonce, r.Nonce)
-		if r.Jobs > 0 && e.jobs.live == 0 {
-			e.reserve(int(min(r.Jobs, 1<<32-2)))
+		if r.Jobs > 0 && e.jobs.live == 0 && r.Jobs <= uint64(e.reserveLimit) {
+			e.reserve(int(r.Jobs))
 		}
 	}
 }

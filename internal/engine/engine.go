@@ -43,6 +43,11 @@ type Options struct {
 	// OnFirstTake, when set, is told how long each job waited between its
 	// activation and its first delivery (the produce→consume latency).
 	OnFirstTake func(ns, queue string, waited time.Duration)
+	// ReserveLimit is the most jobs a snapshot's sizing hint may reserve
+	// room for; the loader sets it from the snapshot's size, since a hint
+	// read from disk must not be able to make the process allocate
+	// without bound. 0 ignores hints.
+	ReserveLimit int
 }
 
 // DefaultNamespace always exists.
@@ -107,14 +112,15 @@ type Engine struct {
 	crons   map[string]cron.Schedule
 	tokens  map[string]token // by token hash
 
-	stats       Stats
-	live        map[uint32]int64 // segment → bytes of live payloads and results
-	onFirstTake func(ns, queue string, waited time.Duration)
-	ent         Entry // scratch entry for the command being decided
-	dirty       map[uint32]struct{}
-	tmp         []uint32
-	events      eventLog
-	chans       map[chanKey]*durableChan
+	stats        Stats
+	live         map[uint32]int64 // segment → bytes of live payloads and results
+	onFirstTake  func(ns, queue string, waited time.Duration)
+	ent          Entry // scratch entry for the command being decided
+	dirty        map[uint32]struct{}
+	tmp          []uint32
+	events       eventLog
+	reserveLimit int
+	chans        map[chanKey]*durableChan
 }
 
 // New returns an empty engine holding only the default namespace.
@@ -147,7 +153,8 @@ func New(opts Options) *Engine {
 		live:     make(map[uint32]int64),
 		chans:    make(map[chanKey]*durableChan),
 
-		onFirstTake: opts.OnFirstTake,
+		onFirstTake:  opts.OnFirstTake,
+		reserveLimit: opts.ReserveLimit,
 	}
 	e.seqs.init(1024)
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}

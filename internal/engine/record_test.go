@@ -14,7 +14,9 @@ func sampleEntries(t testing.TB) [][]byte {
 	f.e.Nack(f.now, "default", "q", j.ID, NackRequest{Receipt: j.Receipt, Error: "x"})
 	f.e.PutQueue(f.now, "default", "q2", QueuePatch{})
 	f.e.CreateNamespace(f.now, "ns2", NamespaceConfig{})
-	f.put("q", PutRequest{IdempotencyKey: "i"})
+	f.put("q", PutRequest{IdempotencyKey: "i", Notify: "watch#42"})
+	f.e.ConfigureNamespace(f.now, "web", NamespaceConfig{Channels: ChannelHistory{Size: 3, TTL: time.Minute, Durable: true}})
+	f.e.Publish(f.now, "web", "c", ChannelPosition{Epoch: "E1", Offset: 4}, []byte(`{"x":1}`))
 	var out [][]byte
 	for _, b := range f.sink.bodies {
 		out = append(out, f.sink.seg[b[0]:b[1]])
