@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/testbin"
 )
 
 // TestEndToEnd runs the client against the real server: it builds
@@ -55,21 +56,9 @@ func TestEndToEnd(t *testing.T) {
 
 func buildServer(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("..")
+	bin, err := testbin.Build(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-	}
-	bin := filepath.Join(t.TempDir(), "chronoq")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/chronoq")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("the server does not build (%v):\n%s", err, out)
+		t.Skipf("the server does not build: %v", err)
 	}
 	return bin
 }

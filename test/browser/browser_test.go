@@ -129,7 +129,7 @@ func TestBrowserClient(t *testing.T) {
 	start := time.Now()
 	tl := findTools(t)
 	e := &env{tl: tl, start: start}
-	e.bin = buildServer(t, tl.root)
+	e.bin = buildServer(t)
 	t.Logf("built the server in %v", time.Since(start).Round(time.Millisecond))
 	dead, err := deadPort(t)
 	if err != nil {

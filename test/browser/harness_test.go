@@ -3,7 +3,6 @@ package browser
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/testbin"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -54,7 +54,7 @@ func findTools(t *testing.T) tools {
 	if testing.Short() && !required {
 		t.Skip("skipping the browser test in -short mode")
 	}
-	root, err := moduleRoot()
+	root, err := testbin.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,37 +83,12 @@ func findTools(t *testing.T) tools {
 	return tl
 }
 
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
-
 // buildServer compiles ./cmd/chronoq into a temp dir.
-func buildServer(t *testing.T, root string) string {
+func buildServer(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	bin, err := testbin.Build(t.TempDir())
 	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-	}
-	bin := filepath.Join(t.TempDir(), "chronoq")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/chronoq")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/chronoq: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -6,9 +6,7 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -24,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/testbin"
 )
 
 var (
@@ -50,42 +49,12 @@ func runMain(m *testing.M) int {
 
 // build compiles ./cmd/chronoq of the module that contains this package.
 func build(tmp string) error {
-	root, err := moduleRoot()
+	bin, err := testbin.Build(tmp)
 	if err != nil {
 		return err
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-	}
-	bin := filepath.Join(tmp, "chronoq")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/chronoq")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go build -o %s ./cmd/chronoq (in %s): %v\n%s", bin, root, err, out)
-	}
 	binPath = bin
 	return nil
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the test directory")
-		}
-		dir = parent
-	}
 }
 
 // ---------------------------------------------------------------------------

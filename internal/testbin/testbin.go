@@ -1,0 +1,54 @@
+// Package testbin builds the chronoq binary for the tests that run the
+// real server process (crash tests kill it, so it cannot be in-process).
+package testbin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// ModuleRoot is the directory of the go.mod above the working directory
+// (a test's package directory).
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// Build compiles ./cmd/chronoq of the module into dir and answers the
+// binary's path.
+func Build(dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go" // where the machine image has it
+	}
+	bin := filepath.Join(dir, "chronoq")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/chronoq")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build -o %s ./cmd/chronoq (in %s): %v\n%s", bin, root, err, out)
+	}
+	return bin, nil
+}
