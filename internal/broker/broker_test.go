@@ -244,16 +244,7 @@ func TestLongDelayedJobDoesNotPinTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pad := make([]byte, 2000)
-	for i := 0; i < 400; i++ { // ~800 KiB through 64 KiB segments, all consumed
-		if _, err := b.Put(ctx, "default", "fast", engine.PutRequest{Payload: pad}); err != nil {
-			t.Fatal(err)
-		}
-		jobs, _ := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"fast"}}, 0)
-		for _, j := range jobs {
-			b.Ack(ctx, "default", "fast", j.ID, engine.AckRequest{Receipt: j.Receipt})
-		}
-	}
+	consumed(t, b, 400) // ~800 KiB through 64 KiB segments, all consumed
 	// let the loop compact and snapshot (bounded)
 	deadline := time.Now().Add(10 * time.Second)
 	for b.log.Segments()[0].Number == 1 && time.Now().Before(deadline) {
@@ -273,6 +264,22 @@ func TestLongDelayedJobDoesNotPinTheLog(t *testing.T) {
 	j, err = b.Peek(ctx, "default", "slow", pinned.ID)
 	if err != nil || string(j.Data) != "see you next year" || j.State != engine.StateDelayed {
 		t.Fatalf("after reopen: %v %+v", err, j)
+	}
+}
+
+// consumed puts, takes and acks n jobs of 2000 bytes: log that nothing pins.
+func consumed(t *testing.T, b *Broker, n int) {
+	t.Helper()
+	ctx := context.Background()
+	pad := make([]byte, 2000)
+	for i := 0; i < n; i++ {
+		if _, err := b.Put(ctx, "default", "fast", engine.PutRequest{Payload: pad}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, _ := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"fast"}}, 0)
+		for _, j := range jobs {
+			b.Ack(ctx, "default", "fast", j.ID, engine.AckRequest{Receipt: j.Receipt})
+		}
 	}
 }
 
@@ -298,7 +305,6 @@ func TestCompactionDoesNotCascadeSnapshots(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	year := 365 * 24 * time.Hour
-	pad := make([]byte, 2000)
 	var pinned []string
 	for seg := 0; seg < 6; seg++ { // one long-delayed job in each of ~6 segments
 		r, err := b.Put(ctx, "default", "slow", engine.PutRequest{Payload: []byte(fmt.Sprint("pinned ", seg)), Delay: &year})
@@ -306,15 +312,7 @@ func TestCompactionDoesNotCascadeSnapshots(t *testing.T) {
 			t.Fatal(err)
 		}
 		pinned = append(pinned, r.ID)
-		for i := 0; i < 40; i++ {
-			if _, err := b.Put(ctx, "default", "fast", engine.PutRequest{Payload: pad}); err != nil {
-				t.Fatal(err)
-			}
-			jobs, _ := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"fast"}}, 0)
-			for _, j := range jobs {
-				b.Ack(ctx, "default", "fast", j.ID, engine.AckRequest{Receipt: j.Receipt})
-			}
-		}
+		consumed(t, b, 40)
 	}
 	// wait for a snapshot covering the pinned segments, then count
 	deadline := time.Now().Add(10 * time.Second)
