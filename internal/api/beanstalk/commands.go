@@ -68,19 +68,14 @@ func (c *conn) dispatch(raw []byte) bool {
 	case opPut:
 		return c.put(arg)
 
-	case opPeekJob:
+	case opPeekJob, opReserveJob, opDelete, opKickJob, opTouch, opStatsJob:
 		id, ok := readU64(arg)
 		if !ok {
 			c.send(msgBadFormat)
 			return true
 		}
 		c.s.count(o)
-		j, err := c.s.b.JobBySeq(c.ctx, ns, id)
-		if err != nil || j.State == engine.StateCompleted {
-			c.failOr(err, msgNotFound)
-			return true
-		}
-		c.sendJob("FOUND", j.Seq, j.Data)
+		c.byID(o, id)
 
 	case opPeekReady, opPeekDelayed, opPeekBuried:
 		c.s.count(o)
@@ -104,24 +99,6 @@ func (c *conn) dispatch(raw []byte) bool {
 	case opReserve:
 		c.s.count(o)
 		c.reserve(0, true)
-
-	case opReserveJob:
-		id, ok := readU64(arg)
-		if !ok {
-			c.send(msgBadFormat)
-			return true
-		}
-		c.s.count(o)
-		c.reserveJob(id)
-
-	case opDelete:
-		id, ok := readU64(arg)
-		if !ok {
-			c.send(msgBadFormat)
-			return true
-		}
-		c.s.count(o)
-		c.delete(id)
 
 	case opRelease:
 		id, rest, ok1 := readUint(arg, 1<<64-1)
@@ -157,46 +134,6 @@ func (c *conn) dispatch(raw []byte) bool {
 			return true
 		}
 		c.sendNum("KICKED", uint64(n))
-
-	case opKickJob:
-		id, ok := readU64(arg)
-		if !ok {
-			c.send(msgBadFormat)
-			return true
-		}
-		c.s.count(o)
-		j, err := c.s.b.JobBySeq(c.ctx, ns, id)
-		if err == nil {
-			err = c.s.b.KickJob(c.ctx, ns, j.Queue, j.ID)
-		}
-		if err != nil {
-			c.fail(err)
-			return true
-		}
-		c.send(msgKicked)
-
-	case opTouch:
-		id, ok := readU64(arg)
-		if !ok {
-			c.send(msgBadFormat)
-			return true
-		}
-		c.s.count(o)
-		c.touch(id)
-
-	case opStatsJob:
-		id, ok := readU64(arg)
-		if !ok {
-			c.send(msgBadFormat)
-			return true
-		}
-		c.s.count(o)
-		j, err := c.s.b.JobBySeq(c.ctx, ns, id)
-		if err != nil || j.State == engine.StateCompleted {
-			c.failOr(err, msgNotFound)
-			return true
-		}
-		c.sendData(c.s.jobStats(j, time.Now()))
 
 	case opStatsTube:
 		q, ok := queueOf(arg)
@@ -584,4 +521,38 @@ func (c *conn) drop(seq uint64) {
 	c.mu.Lock()
 	delete(c.resv, seq)
 	c.mu.Unlock()
+}
+
+// byID runs the commands whose one argument is a job id.
+func (c *conn) byID(o op, id uint64) {
+	ns := c.s.opts.Namespace
+	switch o {
+	case opReserveJob:
+		c.reserveJob(id)
+	case opDelete:
+		c.delete(id)
+	case opTouch:
+		c.touch(id)
+	case opKickJob:
+		j, err := c.s.b.JobBySeq(c.ctx, ns, id)
+		if err == nil {
+			err = c.s.b.KickJob(c.ctx, ns, j.Queue, j.ID)
+		}
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.send(msgKicked)
+	case opPeekJob, opStatsJob:
+		j, err := c.s.b.JobBySeq(c.ctx, ns, id)
+		if err != nil || j.State == engine.StateCompleted {
+			c.failOr(err, msgNotFound)
+			return
+		}
+		if o == opPeekJob {
+			c.sendJob("FOUND", j.Seq, j.Data)
+		} else {
+			c.sendData(c.s.jobStats(j, time.Now()))
+		}
+	}
 }
