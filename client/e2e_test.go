@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -63,42 +62,14 @@ func buildServer(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// syncBuffer collects the server's output for failure reports.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startServer runs the server until the test ends, then stops it with
 // SIGTERM. It returns a client of the main listener and one that also
 // knows the admin listener.
 func startServer(t *testing.T, bin string) (c, admin *Client, exited chan struct{}) {
 	t.Helper()
-	httpAddr, adminAddr := freeAddr(t), freeAddr(t)
+	httpAddr, adminAddr := testbin.FreeAddr(t), testbin.FreeAddr(t)
 	cmd := exec.Command(bin, "serve", "--data", t.TempDir(), "--http", httpAddr, "--admin", adminAddr, "--beanstalk", "")
-	var log syncBuffer
+	var log testbin.Output
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -150,7 +121,7 @@ func run(ctx context.Context, t *testing.T, c *Client, queues []string, h Handle
 	t.Helper()
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	errs := &syncBuffer{}
+	errs := &testbin.Output{}
 	opts = append([]ConsumeOption{OnError(func(err error) { fmt.Fprintln(errs, err) })}, opts...)
 	go func() { done <- c.Consume(cctx, queues, h, opts...) }()
 	return func() {

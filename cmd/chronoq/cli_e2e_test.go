@@ -5,17 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/testbin"
 )
 
 // TestCLIBinary runs the built chronoq binary's client verbs against a real
@@ -42,9 +41,9 @@ func TestCLIBinary(t *testing.T) {
 		t.Skipf("the binary does not run the client verbs yet (%v): %s", err, first)
 	}
 
-	httpAddr, adminAddr := cliFreeAddr(t), cliFreeAddr(t)
+	httpAddr, adminAddr := testbin.FreeAddr(t), testbin.FreeAddr(t)
 	srv := exec.Command(bin, "serve", "--data", t.TempDir(), "--http", httpAddr, "--admin", adminAddr, "--beanstalk", "")
-	var log cliSyncBuf
+	var log testbin.Output
 	srv.Stdout, srv.Stderr = &log, &log
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -182,31 +181,4 @@ func TestCLIBinary(t *testing.T) {
 	if out, _, code := run("", "put", "--help"); code != 0 || !strings.Contains(out, "Example:") {
 		t.Errorf("put --help: exit %d\n%s", code, out)
 	}
-}
-
-func cliFreeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-type cliSyncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *cliSyncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *cliSyncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -3,12 +3,16 @@
 package testbin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"testing"
 	"time"
 )
 
@@ -51,4 +55,34 @@ func Build(dir string) (string, error) {
 		return "", fmt.Errorf("go build -o %s ./cmd/chronoq (in %s): %v\n%s", bin, root, err, out)
 	}
 	return bin, nil
+}
+
+// FreeAddr is a loopback address with a port nothing listens on now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Output collects a server's stdout and stderr for failure reports; safe
+// for the process's writers and the test reading it at once.
+type Output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
 }
