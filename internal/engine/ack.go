@@ -217,7 +217,7 @@ func (e *Engine) Touch(now time.Time, ns, qn, id string, req TouchRequest) (time
 		}
 		ext = req.TTR.Milliseconds()
 	}
-	img.Until = e.now + ext
+	img.Until = e.resvBase + ext
 	r := e.ent.add()
 	r.Kind, r.Job = KindJob, img
 	if err := e.commit(); err != nil {

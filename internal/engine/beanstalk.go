@@ -118,7 +118,7 @@ func (e *Engine) ReserveJob(now time.Time, ns, qn, id string, ttr *time.Duration
 		}
 		img.ResvTTR = uint32(ttr.Milliseconds())
 	}
-	img.Until = e.now + int64(img.ResvTTR)
+	img.Until = e.resvBase + int64(img.ResvTTR)
 	r := e.ent.add()
 	r.Kind, r.Job = KindJob, img
 	e.stampCounters(0, 1)

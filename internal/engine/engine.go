@@ -81,8 +81,15 @@ type token struct {
 
 // Engine is the state machine. Create it with New.
 type Engine struct {
-	now  int64
-	sink Sink
+	now int64
+	// resvBase is what reservation deadlines count from: the current
+	// command's time rounded up to the millisecond (now is rounded down).
+	// A client sees a reservation start no earlier than the real time, so
+	// a deadline from the rounded-down one would end up to 1 ms before
+	// its TTR has passed for the client (an early DEADLINE_SOON, an early
+	// expiry); rounded up it ends no earlier than that.
+	resvBase int64
+	sink     Sink
 
 	jobs slab
 	ids  slotTable[idHasher]
@@ -171,6 +178,15 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
+// ceilMS is t in unix milliseconds, rounded up.
+func ceilMS(t time.Time) int64 {
+	v := t.UnixMilli()
+	if t.After(time.UnixMilli(v)) {
+		v++
+	}
+	return v
+}
+
 // commit logs the scratch entry and applies it. On a sink error nothing
 // changes.
 func (e *Engine) commit() error {
@@ -191,6 +207,7 @@ func (e *Engine) commit() error {
 // begin advances time and readies the scratch entry for a new command.
 func (e *Engine) begin(now time.Time) {
 	e.Advance(now)
+	e.resvBase = max(e.now, ceilMS(now))
 	e.ent.reset(e.now)
 	e.events.reset()
 }

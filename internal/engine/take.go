@@ -76,7 +76,7 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 		if ttr != 0 {
 			img.ResvTTR = ttr
 		}
-		img.Until = e.now + int64(img.ResvTTR)
+		img.Until = e.resvBase + int64(img.ResvTTR)
 	}
 	e.stampCounters(0, uint64(len(picked)))
 	if err := e.commit(); err != nil {
