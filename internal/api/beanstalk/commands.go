@@ -455,9 +455,10 @@ func (c *conn) touch(seq uint64) {
 		c.fail(err)
 		return
 	}
+	now := time.Now()
 	c.mu.Lock()
 	if cur := c.resv[seq]; cur != nil {
-		cur.until = until
+		cur.extend(until, now)
 	}
 	c.mu.Unlock()
 	c.send(msgTouched)

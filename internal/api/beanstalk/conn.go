@@ -43,10 +43,27 @@ type tubeRef struct {
 }
 
 // reservation is a job this connection reserved. The receipt proves it to
-// the engine; until is the reservation's deadline, for DEADLINE_SOON.
+// the engine; until is the reservation's deadline in the engine.
+//
+// end is the deadline as the client counts it, for DEADLINE_SOON: TTR
+// after the answer (RESERVED, TOUCHED) was written, or until if later.
+// The engine's deadline counts from when the command ran, which is before
+// the client hears the answer (by a log commit and its fsync under the
+// always policy); beanstalkd answers DEADLINE_SOON no earlier than TTR - 1s
+// after the reserve its client saw, and clients measure it so.
 type reservation struct {
 	queue, id, receipt string
-	until              time.Time
+	ttr                time.Duration
+	until, end         time.Time
+}
+
+// extend sets the reservation's deadlines after a reserve or touch
+// answered now.
+func (r *reservation) extend(until, now time.Time) {
+	r.until, r.end = until, until
+	if e := now.Add(r.ttr); e.After(until) {
+		r.end = e
+	}
 }
 
 // sockReader feeds the connection's buffered reader. Before it blocks on

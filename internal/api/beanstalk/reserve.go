@@ -107,8 +107,10 @@ func (c *conn) reserve(timeout time.Duration, forever bool) {
 
 // reserved records and answers a job this connection now holds.
 func (c *conn) reserved(j engine.Job) {
+	r := &reservation{queue: j.Queue, id: j.ID, receipt: j.Receipt, ttr: j.TTR}
+	r.extend(j.ReservedUntil, time.Now())
 	c.mu.Lock()
-	c.resv[j.Seq] = &reservation{queue: j.Queue, id: j.ID, receipt: j.Receipt, until: j.ReservedUntil}
+	c.resv[j.Seq] = r
 	c.mu.Unlock()
 	c.sendJob("RESERVED", j.Seq, j.Data)
 }
@@ -126,15 +128,15 @@ func (c *conn) prune(now time.Time) {
 	}
 }
 
-// soonest returns the earliest deadline among this connection's
-// reservations.
+// soonest returns the earliest deadline, as its client counts it, among
+// this connection's reservations.
 func (c *conn) soonest() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var t time.Time
 	for _, r := range c.resv {
-		if t.IsZero() || r.until.Before(t) {
-			t = r.until
+		if t.IsZero() || r.end.Before(t) {
+			t = r.end
 		}
 	}
 	return t, !t.IsZero()
