@@ -204,6 +204,7 @@ func runBeanstalkd(cfg beanstalkdConfig, stop <-chan struct{}) error {
 	srv := beanstalk.New(b, beanstalk.Options{
 		MaxJobSize:    int(cfg.maxJob),
 		BinlogMaxSize: walOpts.SegmentSize,
+		NoBinlog:      cfg.dir == "",
 		Version:       beanstalkVersion,
 		Logger:        lg,
 	})

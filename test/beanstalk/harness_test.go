@@ -98,7 +98,7 @@ func (s *target) open() {
 		t.Fatalf("broker.Open: %v", err)
 	}
 	s.b = b
-	s.srv = beanstalk.New(b, beanstalk.Options{MaxJobSize: s.opts.maxJob, Logger: quiet})
+	s.srv = beanstalk.New(b, beanstalk.Options{MaxJobSize: s.opts.maxJob, NoBinlog: !s.opts.durable, Logger: quiet})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -212,3 +212,30 @@ func pidOf(s *target) int {
 	}
 	return s.cmd.Process.Pid
 }
+
+// stats-job's file is the binlog file holding the job: 0 without a binlog
+// (client libraries compare whole stats-job documents), its number with
+// one.
+func TestStatsJobFile(t *testing.T) {
+	for _, o := range []struct {
+		name string
+		opts serverOpts
+	}{{"memory", serverOpts{}}, {"durable", serverOpts{durable: true}}} {
+		t.Run(o.name, func(t *testing.T) {
+			eachWith(t, o.opts, func(t *testing.T, s *target) {
+				c := s.dial()
+				id := c.put(0, 0, 10, "a")
+				file := c.statsJob(id)["file"]
+				n, err := strconv.Atoi(file)
+				switch {
+				case err != nil:
+					t.Fatalf("%s: file %q is not a number", s.name, file)
+				case !o.opts.durable && n != 0:
+					t.Errorf("%s: file %d without a binlog, want 0", s.name, n)
+				case o.opts.durable && n < 1:
+					t.Errorf("%s: file %d with a binlog, want its number (1 or more)", s.name, n)
+				}
+			})
+		})
+	}
+}

@@ -46,6 +46,10 @@ type Options struct {
 	MaxJobSize int    // largest job body (-z); default 65535
 	// BinlogMaxSize is reported as binlog-max-size (beanstalkd's -s).
 	BinlogMaxSize int64
+	// NoBinlog says the jobs are in no log that outlives the process
+	// (chronoq beanstalkd without -b): stats-job then reports file 0, as
+	// beanstalkd without a binlog does, instead of the log segment.
+	NoBinlog bool
 	Version       string // reported by stats; default "1.13"
 	Logger        *slog.Logger
 }

@@ -87,7 +87,11 @@ func (s *Server) jobStats(j engine.Job, now time.Time) []byte {
 	y.num("delay", secs(delay))
 	y.num("ttr", secs(j.TTR))
 	y.num("time-left", max(secs(left), 0))
-	y.unum("file", uint64(j.Payload.Segment))
+	file := uint64(j.Payload.Segment)
+	if s.opts.NoBinlog {
+		file = 0
+	}
+	y.unum("file", file)
 	y.unum("reserves", uint64(j.Attempt))
 	y.unum("timeouts", uint64(j.Timeouts))
 	y.unum("releases", uint64(j.Releases))
