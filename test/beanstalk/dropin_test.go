@@ -107,6 +107,9 @@ func TestDropIn(t *testing.T) {
 	s := &target{t: t, name: "chronoq beanstalkd", addr: addr, version: "1.13"}
 	c := s.dial()
 	id := c.put(5, 0, 60, "kept")
+	if f := c.statsJob(id)["file"]; f == "0" {
+		t.Errorf("stats-job file %q with -b, want the log segment's number", f)
+	}
 	c.send("put 0 0 1 11\r\n0123456789A\r\n")
 	c.expect("JOB_TOO_BIG\r\n")
 	cmd.Process.Signal(syscall.SIGUSR1)
@@ -129,7 +132,11 @@ func TestDropInNoBinlog(t *testing.T) {
 	tmp := t.TempDir()
 	cmd, addr, _ := dropin(t, []string{"TMPDIR=" + tmp})
 	s := &target{t: t, name: "chronoq beanstalkd", addr: addr, version: "1.13"}
-	s.dial().put(0, 0, 1, "x")
+	c := s.dial()
+	id := c.put(0, 0, 1, "x")
+	if f := c.statsJob(id)["file"]; f != "0" {
+		t.Errorf("stats-job file %q without -b, want 0 (as beanstalkd)", f)
+	}
 	if entries, _ := os.ReadDir(tmp); len(entries) != 1 {
 		t.Errorf("want one temporary data directory, got %v", entries)
 	}
