@@ -44,5 +44,8 @@ func TestDeviationBuriedOrder(t *testing.T) {
 		}
 		c.send("peek-buried\r\n")
 		c.expect("FOUND " + itoa(want) + " 1\r\n")
+		c.line()
+		c.send("kick 1\r\npeek-ready\r\n")
+		c.expect("KICKED 1\r\nFOUND " + itoa(want) + " 1\r\n")
 	})
 }
