@@ -127,6 +127,11 @@ func (c *conn) serve() {
 			c.send(msgBadFormat)
 		case err != nil:
 			return
+		case httpLine(line):
+			// Earlier commands keep their answers; this line gets none.
+			_ = c.w.Flush()
+			c.s.noteCrossProtocol(c.nc.RemoteAddr())
+			return
 		default:
 			if !c.dispatch(line) {
 				_ = c.w.Flush()

@@ -37,4 +37,9 @@
 //     are 0, chronoq's log not being a binlog.
 //   - Jobs put over HTTP can be in states beanstalkd lacks: dead is
 //     buried, blocked (waiting on its key) is delayed, completed is gone.
+//   - A line that looks like HTTP (a request line "METHOD target
+//     HTTP/1.x", or a Host header) closes the connection without an
+//     answer, where beanstalkd answers UNKNOWN_COMMAND and reads on: a web
+//     page can make a browser send an HTTP request to the port, and its
+//     body would be run as commands (crossproto.go).
 package beanstalk

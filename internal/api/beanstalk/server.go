@@ -50,8 +50,8 @@ type Options struct {
 	// (chronoq beanstalkd without -b): stats-job then reports file 0, as
 	// beanstalkd without a binlog does, instead of the log segment.
 	NoBinlog bool
-	Version       string // reported by stats; default "1.13"
-	Logger        *slog.Logger
+	Version  string // reported by stats; default "1.13"
+	Logger   *slog.Logger
 }
 
 // DefaultMaxJobSize is beanstalkd's default -z.
@@ -81,9 +81,12 @@ type Server struct {
 	cmds     [numOps]atomic.Uint64
 	totalCon atomic.Uint64
 	timeouts atomic.Uint64
-	started  time.Time
-	id       string
-	pid      int
+	// lastHTTPWarn is when a cross-protocol request was last logged as a
+	// warning (unix ns).
+	lastHTTPWarn atomic.Int64
+	started      time.Time
+	id           string
+	pid          int
 }
 
 // tubeState is the per-tube state beanstalkd keeps in memory and chronoq
