@@ -39,14 +39,12 @@ Options:
  -s BYTES set the size of each write-ahead log file (default is 67108864);
           will be rounded up to a multiple of 4096 bytes
  -z BYTES set the maximum job size in bytes (default is 65535);
-          max allowed is 1073741824 bytes
+          max allowed is 67108864 bytes (larger values are cut to it)
  -c, -n   accepted for compatibility (compaction is automatic)
  -v       show version information
  -V       increase verbosity
  -h       show this help
 `
-
-const maxJobSizeLimit = 1 << 30 // beanstalkd's JOB_DATA_SIZE_LIMIT_MAX
 
 type beanstalkdConfig struct {
 	addr, port string
@@ -102,8 +100,8 @@ func parseBeanstalkdFlags(args []string) (beanstalkdConfig, error) {
 				c.dir = v
 			case 'z':
 				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || n <= 0 || n > maxJobSizeLimit {
-					return c, fmt.Errorf("-z: maximum job size must be between 1 and %d bytes, got %q", maxJobSizeLimit, v)
+				if err != nil || n <= 0 {
+					return c, fmt.Errorf("-z: maximum job size must be a positive number of bytes (at most %d), got %q", beanstalk.MaxJobSizeLimit, v)
 				}
 				c.maxJob = n
 			case 's':

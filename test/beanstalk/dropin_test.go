@@ -156,7 +156,7 @@ func TestDropInFlags(t *testing.T) {
 	if out, err := exec.Command(bin, "beanstalkd", "-h").CombinedOutput(); err != nil || !strings.Contains(string(out), "-f MS") {
 		t.Errorf("-h: %q %v", out, err)
 	}
-	for _, bad := range [][]string{{"-x"}, {"-p"}, {"-z", "0"}, {"-z", "1073741825"}, {"junk"}} {
+	for _, bad := range [][]string{{"-x"}, {"-p"}, {"-z", "0"}, {"-z", "-1"}, {"-z", "1x"}, {"junk"}} {
 		err := exec.Command(bin, append([]string{"beanstalkd"}, bad...)...).Run()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 5 {

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/chronoq/chronoq/internal/api/beanstalk"
 )
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
@@ -168,6 +170,37 @@ func TestRestart(t *testing.T) {
 		// Ids go on from where they were.
 		if id := c.put(0, 0, 1, "x"); id <= b {
 			t.Errorf("%s: id after restart %d, want > %d", s.name, id, b)
+		}
+	})
+}
+
+// A -z above 1 MiB (chronoq's default payload limit for a queue) lets
+// every tube take jobs of that size, as in beanstalkd.
+func TestLargeMaxJobSize(t *testing.T) {
+	eachWith(t, serverOpts{maxJob: 3_000_000}, func(t *testing.T, s *target) {
+		c := s.dial()
+		big := strings.Repeat("j", 2_000_000)
+		id := c.put(0, 0, 10, big)
+		c.send("use other\r\n")
+		c.expect("USING other\r\n")
+		c.put(0, 0, 10, big)
+		c.send("peek " + itoa(id) + "\r\n")
+		c.expect("FOUND " + itoa(id) + " 2000000\r\n" + big + "\r\n")
+		c.send("put 0 0 10 3000001\r\n" + big + big[:1000001] + "\r\n")
+		c.expect("JOB_TOO_BIG\r\n")
+	})
+}
+
+// beanstalkd cuts a -z above its 1 GiB maximum with a warning; chronoq
+// cuts one above its own 64 MiB maximum, and reports the real limit.
+func TestMaxJobSizeCut(t *testing.T) {
+	eachWith(t, serverOpts{maxJob: 1 << 30}, func(t *testing.T, s *target) {
+		want := "1073741824"
+		if s.chronoq() {
+			want = strconv.Itoa(beanstalk.MaxJobSizeLimit)
+		}
+		if got := s.dial().stats()["max-job-size"]; got != want {
+			t.Errorf("%s: max-job-size %s with -z %d, want %s", s.name, got, 1<<30, want)
 		}
 	})
 }

@@ -287,6 +287,28 @@ func (c *conn) watching(name string) int {
 // keepBody bounds the put buffer a connection keeps between puts.
 const keepBody = 64 << 10
 
+// raiseTubeLimit lets the used tube take jobs up to -z when its queue
+// still has the default payload limit (1 MiB, below what -z allows): a
+// queue given a limit of its own over HTTP keeps it. It reports whether
+// the limit was raised.
+func (c *conn) raiseTubeLimit() bool {
+	ns, q := c.s.opts.Namespace, c.use.queue
+	limit := uint32(c.s.opts.MaxJobSize)
+	info, err := c.s.b.GetQueue(c.ctx, ns, q)
+	switch {
+	case engine.CodeOf(err) == engine.CodeQueueNotFound:
+		// The put would have made the queue: make it with the limit.
+	case err != nil || info.Config.MaxPayload != engine.DefaultQueueConfig().MaxPayload || limit <= info.Config.MaxPayload:
+		return false
+	}
+	_, _, err = c.s.b.PutQueue(c.ctx, ns, q, engine.QueuePatch{MaxPayload: &limit})
+	if err != nil {
+		c.s.lg.Warn("beanstalk: could not raise a tube's payload limit to -z", "tube", c.use.name, "err", err)
+		return false
+	}
+	return true
+}
+
 // put reads a job. The order of checks is beanstalkd's: a malformed line
 // leaves the body unread (the client's body then arrives as the next
 // command), an oversized one skips the body, trailing garbage is caught
@@ -335,6 +357,9 @@ func (c *conn) put(arg string) bool {
 		req.Delay = &d
 	}
 	res, err := c.s.b.Put(c.ctx, c.s.opts.Namespace, c.use.queue, req)
+	if engine.CodeOf(err) == engine.CodePayloadTooLarge && c.raiseTubeLimit() {
+		res, err = c.s.b.Put(c.ctx, c.s.opts.Namespace, c.use.queue, req)
+	}
 	if cap(c.body) > keepBody {
 		c.body = nil // an odd large job should not pin its buffer
 	}

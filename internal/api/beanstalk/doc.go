@@ -37,6 +37,13 @@
 //     are 0, chronoq's log not being a binlog.
 //   - Jobs put over HTTP can be in states beanstalkd lacks: dead is
 //     buried, blocked (waiting on its key) is delayed, completed is gone.
+//   - Jobs are at most 64 MiB (MaxJobSizeLimit); a larger -z is cut to
+//     that with a warning, as beanstalkd cuts one above its 1 GiB. A tube
+//     whose queue still has the default 1 MiB payload limit is raised to
+//     -z when a larger job arrives; a limit set over HTTP is kept.
+//   - stats-job's file is 0 when jobs are in no log that outlives the
+//     process (Options.NoBinlog: chronoq beanstalkd without -b), as with
+//     beanstalkd without a binlog; otherwise the log segment's number.
 //   - A line that looks like HTTP (a request line "METHOD target
 //     HTTP/1.x", or a Host header) closes the connection without an
 //     answer, where beanstalkd answers UNKNOWN_COMMAND and reads on: a web

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -43,7 +44,7 @@ type Backend interface {
 // with beanstalkd's defaults.
 type Options struct {
 	Namespace  string // tubes are the queues of this namespace; default "default"
-	MaxJobSize int    // largest job body (-z); default 65535
+	MaxJobSize int    // largest job body (-z); default 65535, at most MaxJobSizeLimit
 	// BinlogMaxSize is reported as binlog-max-size (beanstalkd's -s).
 	BinlogMaxSize int64
 	// NoBinlog says the jobs are in no log that outlives the process
@@ -56,6 +57,11 @@ type Options struct {
 
 // DefaultMaxJobSize is beanstalkd's default -z.
 const DefaultMaxJobSize = 1<<16 - 1
+
+// MaxJobSizeLimit is the largest MaxJobSize: the largest payload chronoq
+// stores. beanstalkd allows 1 GiB; a larger -z is cut to this limit with
+// a warning, as beanstalkd cuts one above its own.
+const MaxJobSizeLimit = engine.MaxPayloadHard
 
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("beanstalk: server closed")
@@ -113,6 +119,11 @@ func New(b Backend, opts Options) *Server {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.MaxJobSize > MaxJobSizeLimit {
+		opts.Logger.Warn(fmt.Sprintf("beanstalk: maximum job size was set to %d", MaxJobSizeLimit),
+			"asked", opts.MaxJobSize, "why", "chronoq stores jobs of at most 64 MiB")
+		opts.MaxJobSize = MaxJobSizeLimit
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
