@@ -34,6 +34,8 @@ Options:
           fsync"; the default is to fsync before every answer, which group
           commit makes cheap)
  -F       never fsync
+ -I SECS  close a connection idle that long outside a reserve (default
+          0: never, as beanstalkd)
  -l ADDR  listen on address (default is 0.0.0.0); unix:PATH for a socket
  -p PORT  listen on port (default is 11300)
  -s BYTES set the size of each write-ahead log file (default is 67108864);
@@ -53,6 +55,7 @@ type beanstalkdConfig struct {
 	noSync     bool
 	segment    int64
 	maxJob     int64
+	idle       time.Duration // -I
 	verbose    int
 	help, ver  bool
 }
@@ -86,7 +89,7 @@ func parseBeanstalkdFlags(args []string) (beanstalkdConfig, error) {
 			var v string
 			var err error
 			switch f {
-			case 'p', 'l', 'b', 'z', 's', 'f', 'u':
+			case 'p', 'l', 'b', 'z', 's', 'f', 'u', 'I':
 				if v, err = value(); err != nil {
 					return c, err
 				}
@@ -118,6 +121,12 @@ func parseBeanstalkdFlags(args []string) (beanstalkdConfig, error) {
 				c.syncMS, c.noSync = n, false
 			case 'F':
 				c.noSync = true
+			case 'I':
+				n, err := strconv.ParseInt(v, 10, 32)
+				if err != nil || n < 0 {
+					return c, fmt.Errorf("-I: want an idle timeout in seconds (0: none), got %q", v)
+				}
+				c.idle = time.Duration(n) * time.Second
 			case 'u':
 				return c, errors.New("-u: switching users is not supported; run chronoq as that user (systemd: User=)")
 			case 'c', 'n':
@@ -203,6 +212,7 @@ func runBeanstalkd(cfg beanstalkdConfig, stop <-chan struct{}) error {
 		MaxJobSize:    int(cfg.maxJob),
 		BinlogMaxSize: walOpts.SegmentSize,
 		NoBinlog:      cfg.dir == "",
+		IdleTimeout:   cfg.idle,
 		Version:       beanstalkVersion,
 		Logger:        lg,
 	})

@@ -164,3 +164,21 @@ func TestDropInFlags(t *testing.T) {
 		}
 	}
 }
+
+// -I sets an idle timeout (none by default, as beanstalkd).
+func TestDropInIdleTimeout(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := dropin(t, nil, "-I", "1")
+	s := &target{t: t, name: "chronoq beanstalkd", addr: addr, version: "1.13"}
+	c := s.dial()
+	c.send("list-tube-used\r\n")
+	c.expect("USING default\r\n")
+	c.closed()
+	for _, bad := range []string{"-1", "x"} {
+		err := exec.Command(chronoqBinary(t), "beanstalkd", "-I", bad).Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 5 {
+			t.Errorf("-I %s: want exit status 5 (usage), got %v", bad, err)
+		}
+	}
+}

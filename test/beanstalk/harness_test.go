@@ -46,8 +46,9 @@ type target struct {
 }
 
 type serverOpts struct {
-	maxJob  int  // -z; 0: default
-	durable bool // chronoq: sync always; beanstalkd: -b DIR -f0
+	maxJob  int           // -z; 0: default
+	durable bool          // chronoq: sync always; beanstalkd: -b DIR -f0
+	idle    time.Duration // chronoq only: Options.IdleTimeout
 }
 
 func (s *target) chronoq() bool { return s.name == "chronoq" }
@@ -98,7 +99,7 @@ func (s *target) open() {
 		t.Fatalf("broker.Open: %v", err)
 	}
 	s.b = b
-	s.srv = beanstalk.New(b, beanstalk.Options{MaxJobSize: s.opts.maxJob, NoBinlog: !s.opts.durable, Logger: quiet})
+	s.srv = beanstalk.New(b, beanstalk.Options{MaxJobSize: s.opts.maxJob, NoBinlog: !s.opts.durable, IdleTimeout: s.opts.idle, Logger: quiet})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

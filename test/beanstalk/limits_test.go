@@ -71,3 +71,29 @@ func TestCrossProtocolHTTP(t *testing.T) {
 		c.expect("USING GET\r\nUSING host\r\nINSERTED ")
 	})
 }
+
+// With an idle timeout (off by default, as beanstalkd has none), a
+// connection that sends nothing is closed; one waiting in a reserve is
+// not idle, however long it waits.
+func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
+	s := startChronoq(t, serverOpts{idle: 200 * time.Millisecond})
+	idle := s.dial()
+	idle.send("list-tube-used\r\n")
+	idle.expect("USING default\r\n")
+	w := s.dial()
+	w.send("reserve\r\n")
+	idle.closed() // within readTimeout
+	w.nothing(600 * time.Millisecond)
+	id := s.dial().put(0, 0, 10, "late")
+	w.expect("RESERVED " + itoa(id) + " 4\r\nlate\r\n")
+	// After the reserve, the worker's silence counts again.
+	w.closed()
+
+	// Off by default: a silent connection stays open.
+	d := startChronoq(t, serverOpts{})
+	c := d.dial()
+	c.nothing(600 * time.Millisecond)
+	c.send("list-tube-used\r\n")
+	c.expect("USING default\r\n")
+}

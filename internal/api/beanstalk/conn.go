@@ -77,6 +77,7 @@ func (r *reservation) extend(until, now time.Time) {
 type sockReader struct {
 	nc      net.Conn
 	w       *bufio.Writer
+	idle    time.Duration // Options.IdleTimeout
 	pending []byte
 	err     error
 }
@@ -95,6 +96,11 @@ func (r *sockReader) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
+	if r.idle > 0 {
+		// Only reads for commands wait under the idle timeout: a reserve
+		// waits with its own reader (watchHangup), as long as it likes.
+		_ = r.nc.SetReadDeadline(time.Now().Add(r.idle))
+	}
 	return r.nc.Read(p)
 }
 
@@ -103,7 +109,7 @@ const bufSize = 16 << 10
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, ctx: s.ctx, resv: map[uint64]*reservation{}}
 	c.w = bufio.NewWriterSize(nc, bufSize)
-	c.sr.nc, c.sr.w = nc, c.w
+	c.sr.nc, c.sr.w, c.sr.idle = nc, c.w, s.opts.IdleTimeout
 	c.r = bufio.NewReaderSize(&c.sr, bufSize)
 	def := tubeRef{name: "default", queue: "default"}
 	if q, ok := queueOf("default"); ok {
@@ -219,6 +225,9 @@ const maxPending = 1 << 20
 // returned stop hands whatever was read back to the command reader.
 func (c *conn) watchHangup(cancel context.CancelFunc) (stop func()) {
 	done := make(chan struct{})
+	// The idle timeout's deadline must not end the watch: waiting in a
+	// reserve is not being idle.
+	_ = c.nc.SetReadDeadline(time.Time{})
 	go func() {
 		defer close(done)
 		var buf [4096]byte

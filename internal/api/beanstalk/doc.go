@@ -44,6 +44,11 @@
 //   - stats-job's file is 0 when jobs are in no log that outlives the
 //     process (Options.NoBinlog: chronoq beanstalkd without -b), as with
 //     beanstalkd without a binlog; otherwise the log segment's number.
+//   - Options.IdleTimeout (chronoq beanstalkd -I; off by default, as
+//     beanstalkd has none) closes a connection silent that long outside a
+//     reserve. Input pipelined behind a waiting reserve is read up to
+//     1 MiB (maxPending); past it the server stops reading, which pushes
+//     back on the client through TCP.
 //   - A line that looks like HTTP (a request line "METHOD target
 //     HTTP/1.x", or a Host header) closes the connection without an
 //     answer, where beanstalkd answers UNKNOWN_COMMAND and reads on: a web

@@ -53,6 +53,10 @@ type Options struct {
 	NoBinlog bool
 	Version  string // reported by stats; default "1.13"
 	Logger   *slog.Logger
+	// IdleTimeout closes a connection that sends nothing for that long
+	// while it is not waiting in a reserve; 0 (the default, as in
+	// beanstalkd) never does: workers keep idle connections for hours.
+	IdleTimeout time.Duration
 }
 
 // DefaultMaxJobSize is beanstalkd's default -z.
@@ -153,6 +157,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
+	if exposed(ln.Addr()) {
+		s.lg.Warn("beanstalk: the beanstalkd protocol has no authentication: anyone who can reach this address can put, reserve and delete jobs; listen on 127.0.0.1 (-l) or firewall the port",
+			"addr", ln.Addr().String())
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, ln)
@@ -244,4 +252,11 @@ func (s *Server) tube(name string) *tubeState {
 		s.tubes[name] = t
 	}
 	return t
+}
+
+// exposed reports a listening address reachable from other hosts: TCP on
+// any address but loopback.
+func exposed(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && !t.IP.IsLoopback()
 }

@@ -3,6 +3,7 @@ package beanstalk
 import (
 	"bytes"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 )
@@ -21,5 +22,23 @@ func TestMaxJobSizeCut(t *testing.T) {
 	log.Reset()
 	if s := New(nil, Options{MaxJobSize: MaxJobSizeLimit, Logger: slog.New(slog.NewTextHandler(&log, nil))}); s.opts.MaxJobSize != MaxJobSizeLimit || log.Len() != 0 {
 		t.Errorf("at the limit: MaxJobSize %d, log %q", s.opts.MaxJobSize, log.String())
+	}
+}
+
+func TestExposed(t *testing.T) {
+	for _, c := range []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 11300}, true},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 11300}, true},
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 11300}, true},
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 11300}, false},
+		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 11300}, false},
+		{&net.UnixAddr{Name: "/run/beanstalkd.sock", Net: "unix"}, false},
+	} {
+		if got := exposed(c.addr); got != c.want {
+			t.Errorf("exposed(%v) = %v, want %v", c.addr, got, c.want)
+		}
 	}
 }
