@@ -15,9 +15,17 @@ func TestUnknownCommand(t *testing.T) {
 		c := s.dial()
 		for _, l := range []string{
 			"nont10knowncommand", "", "kick", "kick-job", "peek", "peekx 1", "use", "watch",
-			"PUT 0 0 0 1", "put\t0 0 0 1", "quiet", "touch", "pause",
+			"Put 0 0 0 1", "put\t0 0 0 1", "quiet", "touch", "pause",
 		} {
 			c.send(l + "\r\n")
+			c.expect("UNKNOWN_COMMAND\r\n")
+		}
+		// An upper-case PUT is unknown to beanstalkd too; chronoq takes it
+		// for HTTP and closes the connection (TestCrossProtocolHTTP).
+		c.send("PUT 0 0 0 1\r\n")
+		if s.chronoq() {
+			c.closed()
+		} else {
 			c.expect("UNKNOWN_COMMAND\r\n")
 		}
 	})

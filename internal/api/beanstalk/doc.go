@@ -49,9 +49,11 @@
 //     reserve. Input pipelined behind a waiting reserve is read up to
 //     1 MiB (maxPending); past it the server stops reading, which pushes
 //     back on the client through TCP.
-//   - A line that looks like HTTP (a request line "METHOD target
-//     HTTP/1.x", or a Host header) closes the connection without an
-//     answer, where beanstalkd answers UNKNOWN_COMMAND and reads on: a web
+//   - A line that looks like HTTP (starting with an upper-case HTTP
+//     method and a space — "GET ", "POST ", "PUT ", "OPTIONS " … —, any
+//     "METHOD target HTTP/1.x" request line, or a Host header) closes the
+//     connection without an answer, where beanstalkd answers
+//     UNKNOWN_COMMAND and reads on: a web
 //     page can make a browser send an HTTP request to the port, and its
 //     body would be run as commands (crossproto.go).
 package beanstalk
