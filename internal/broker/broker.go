@@ -146,6 +146,12 @@ func Open(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Older versions created data files readable by every local user.
+	if n, err := datadir.Restrict(opts.Dir); err != nil {
+		opts.Logger.Warn("data directory: could not make every data file private (mode 0600, folders 0700)", "dir", opts.Dir, "changed", n, "err", err)
+	} else if n > 0 {
+		opts.Logger.Info("data directory: removed group and other permissions from existing data files", "dir", opts.Dir, "changed", n)
+	}
 	b := &Broker{
 		opts:    opts,
 		lg:      opts.Logger,

@@ -148,7 +148,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: create directory %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, opts: opts, log: opts.Logger, readers: map[uint32]*readFile{}}

@@ -76,7 +76,7 @@ func listSegments(dir string, logf func(msg string, args ...any)) ([]uint32, err
 func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 	path := filepath.Join(l.dir, segmentName(num))
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		if isNoSpace(err) {
 			return nil, fmt.Errorf("%w: create segment %s: %w", ErrNoSpace, tmp, err)
