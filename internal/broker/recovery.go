@@ -16,6 +16,9 @@ import (
 // the one before, else none), then every log record after its position.
 func (b *Broker) recover() error {
 	start := time.Now()
+	if b.opts.WAL.CountJobs == nil {
+		b.opts.WAL.CountJobs = CountJobRecords
+	}
 	log, err := wal.Open(b.walDir(), b.opts.WAL)
 	if err != nil {
 		return fmt.Errorf("broker: open log: %w", err)
@@ -62,6 +65,24 @@ func (b *Broker) recover() error {
 	b.lg.Info("recovered", "snapshot", loaded, "records", report.Records, "segments", report.Segments,
 		"torn_tail", report.TornTail, "jobs", b.eng.Jobs(), "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// CountJobRecords is the log's wal.JobCounter: how many job records
+// (changes and deletions) a log record holds, so that messages about
+// dropped frames can say how many jobs they cost. A body that does not
+// decode (it is damaged) is not counted.
+func CountJobRecords(body []byte) (int, bool) {
+	ent, err := engine.DecodeEntry(body, 0, 0)
+	if err != nil {
+		return 0, false
+	}
+	n := 0
+	for i := range ent.Records {
+		if k := ent.Records[i].Kind; k == engine.KindJob || k == engine.KindJobDelete {
+			n++
+		}
+	}
+	return n, true
 }
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {

@@ -56,7 +56,10 @@ type Options struct {
 	// ForceRecovery makes Replay skip corrupt regions, bad segments and
 	// missing segments (counting them) instead of refusing to start.
 	ForceRecovery bool
-	Logger        *slog.Logger // default slog.Default()
+	// CountJobs, when set, lets discard and corruption messages say how
+	// many job records the lost frames held.
+	CountJobs JobCounter
+	Logger    *slog.Logger // default slog.Default()
 }
 
 // Log is an open write-ahead log.
