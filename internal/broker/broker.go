@@ -503,6 +503,9 @@ func (b *Broker) Ready() error {
 	if p := b.failed.Load(); p != nil {
 		return unavailable("log failed: %v", *p)
 	}
+	if err := b.log.NoSpace(); err != nil {
+		return unavailable("writes refused: %v", err)
+	}
 	if b.closing.Load() {
 		return errClosed
 	}

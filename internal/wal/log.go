@@ -60,6 +60,10 @@ type Options struct {
 	// many job records the lost frames held.
 	CountJobs JobCounter
 	Logger    *slog.Logger // default slog.Default()
+	// Preallocate and FreeSpace replace fallocate and statfs when set:
+	// tests use them to simulate a full disk.
+	Preallocate func(f *os.File, size int64) error
+	FreeSpace   func(dir string) (int64, error)
 }
 
 // Log is an open write-ahead log.
@@ -104,6 +108,16 @@ type Log struct {
 	syncDone chan struct{}
 
 	noPreallocOnce sync.Once
+
+	// Disk-full state, shared with NoSpace callers (readiness checks).
+	spaceMu      sync.Mutex
+	noSpaceSince time.Time // zero while writes are not refused for space
+	noSpaceNeed  int64     // bytes the refused segment needed at least
+	noSpaceErr   error
+	noSpaceProbe time.Time // last free-space check
+	noSpaceCount int64     // appends refused since noSpaceSince
+	// spaceProbeEvery is noSpaceProbeEvery; tests shorten it.
+	spaceProbeEvery time.Duration
 
 	// The next segment is created in the background while the current
 	// one fills, so a roll costs the loop no fallocate and no fsyncs.
@@ -154,7 +168,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: create directory %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, log: opts.Logger, readers: map[uint32]*readFile{}}
+	l := &Log{dir: dir, opts: opts, log: opts.Logger, readers: map[uint32]*readFile{}, spaceProbeEvery: noSpaceProbeEvery}
 	nums, err := listSegments(dir, l.log.Info)
 	if err != nil {
 		return nil, err
@@ -251,11 +265,14 @@ func (l *Log) roll(need int64) error {
 		return err
 	}
 	if seg == nil {
-		capacity := max(l.opts.SegmentSize, HeaderSize+need)
-		if seg, err = l.createSegment(l.nextNum, capacity); err != nil {
+		if seg, err = l.createFitting(need); err != nil {
+			if errors.Is(err, ErrNoSpace) {
+				l.noteNoSpace(HeaderSize+need, err)
+			}
 			return err
 		}
 	}
+	l.noteSpace()
 	old := l.active
 	l.mu.Lock()
 	l.segs = append(l.segs, segMeta{num: seg.num, path: seg.path, size: HeaderSize, salt: seg.salt})

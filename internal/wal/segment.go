@@ -99,7 +99,7 @@ func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 		capacity:   uint64(capacity),
 		createdNs:  time.Now().UnixNano(),
 	}
-	if err := preallocate(f, capacity); err != nil {
+	if err := l.prealloc(f, capacity); err != nil {
 		if !isNotSupported(err) {
 			return discard(fmt.Errorf("preallocate %d bytes: %w", capacity, err))
 		}
