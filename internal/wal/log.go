@@ -64,6 +64,10 @@ type Options struct {
 	// tests use them to simulate a full disk.
 	Preallocate func(f *os.File, size int64) error
 	FreeSpace   func(dir string) (int64, error)
+	// OnDamage, when set, is called (from the reading goroutine) each time
+	// ReadAt refuses damaged bytes, so the caller can count it and retire
+	// the data that points there.
+	OnDamage func(*DamageError)
 }
 
 // Log is an open write-ahead log.
@@ -137,6 +141,8 @@ type segMeta struct {
 	path string
 	size int64 // committed bytes; ReadAt refuses to read past them
 	salt uint32
+	// marks: frame starts for the checked read walk (readcheck.go).
+	marks []uint32
 }
 
 // pendingWrite is the part of the current batch destined for one segment.
@@ -249,6 +255,14 @@ func (l *Log) Append(body []byte) (Position, error) {
 		l.pending = append(l.pending, pw)
 	}
 	pos := Position{Segment: a.num, Offset: uint32(a.end)}
+	if a.lastMark < 0 || a.end-a.lastMark >= markStride {
+		a.lastMark = a.end
+		l.mu.Lock()
+		if m := l.findSeg(a.num); m != nil {
+			m.addMark(a.end)
+		}
+		l.mu.Unlock()
+	}
 	pw.last = len(pw.buf)
 	pw.buf = appendFrame(pw.buf, a.salt, body, 0)
 	a.end += need

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -156,7 +157,9 @@ func (r *replayer) run() error {
 		if n >= from.Segment {
 			todo = append(todo, n)
 		} else {
-			r.describeUnreplayed(n)
+			if err := r.checkUnreplayed(n); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -187,9 +190,12 @@ func (r *replayer) run() error {
 		if err != nil {
 			return fmt.Errorf("wal: open segment %s for writing: %w", tail.path, err)
 		}
-		l.active = &writeSeg{num: tail.num, path: tail.path, f: f, salt: tail.salt, capacity: tail.capacity, end: tail.end}
+		l.active = &writeSeg{num: tail.num, path: tail.path, f: f, salt: tail.salt, capacity: tail.capacity, end: tail.end, lastMark: -1}
 		l.mu.Lock()
 		l.activeNum = tail.num
+		if m := l.findSeg(tail.num); m != nil && len(m.marks) > 0 {
+			l.active.lastMark = int64(m.marks[len(m.marks)-1])
+		}
 		l.mu.Unlock()
 		l.syncMu.Lock()
 		l.syncFile = f
@@ -255,31 +261,54 @@ func (r *replayer) damaged(seg uint32, from, to int64, reason string) {
 	})
 }
 
-// describeUnreplayed fills in the table entry of a segment before the
-// replay start, so payload reads (ReadAt, ReadFrame) still work on it.
-func (r *replayer) describeUnreplayed(num uint32) {
+// checkUnreplayed reads and checks a segment before the replay start. Its
+// records are not replayed (the snapshot covers them), but live jobs'
+// payloads may still be read from it, so it gets the table entry and read
+// marks payload reads need, and every bad region in it is reported in
+// RecoveryReport.Damaged (and logged) — not refused: only the payloads in
+// it are lost, and the caller retires the jobs that own them.
+func (r *replayer) checkUnreplayed(num uint32) error {
 	l := r.l
-	f, err := os.Open(r.path(num))
-	if err != nil {
-		return
+	path := r.path(num)
+	data, err := r.readSegment(path)
+	if err != nil && !errors.Is(err, errTooLarge) {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("wal: read segment %s: %w", path, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return
-	}
-	var salt uint32
-	hb := make([]byte, HeaderSize)
-	if _, err := f.ReadAt(hb, 0); err == nil {
-		if h, err := decodeHeader(hb); err == nil {
-			salt = h.salt
+	size := min(int64(len(data)), maxSegmentSize)
+	h, herr := segmentHeader{}, err
+	if herr == nil {
+		h, herr = decodeHeader(data)
+		if herr == nil && h.number != num {
+			herr = fmt.Errorf("header belongs to segment %d", h.number)
 		}
 	}
+	if herr != nil {
+		r.damaged(num, 0, math.MaxUint32, "unreadable segment header: "+herr.Error())
+		l.log.Error("wal: segment before the snapshot position has an unreadable header; payloads stored in it are lost",
+			"file", path, "err", herr)
+		return nil
+	}
+	sc := scanSegment(data, HeaderSize, h.salt)
+	for j, reg := range sc.regions {
+		ce := regionError(path, num, data, sc, j, r.count)
+		end := reg.end
+		if reg.trailing {
+			end = int64(len(data))
+		}
+		r.damaged(num, reg.start, end, ce.Reason)
+		l.log.Error("wal: damaged region in a segment before the snapshot position; payloads stored in it are lost",
+			"file", path, "offset", reg.start, "bytes", reg.end-reg.start, "frames", ce.Frames, "jobs", ce.Jobs, "reason", ce.Reason)
+	}
+	marks := markRuns(data, sc.runs)
 	l.mu.Lock()
 	if m := l.findSeg(num); m != nil {
-		m.size, m.salt = min(st.Size(), maxSegmentSize), salt
+		m.size, m.salt, m.marks = size, h.salt, marks
 	}
 	l.mu.Unlock()
+	return nil
 }
 
 // readSegment reads a whole segment file into the reusable buffer.
@@ -470,9 +499,14 @@ func (r *replayer) replaySegment(num uint32, rest []uint32) (*tailSeg, error) {
 			"discarded_bytes", r.rep.TornBytes, "discarded_frames", frames, "discarded_jobs", jobs)
 	}
 
+	kept := sc.runs
+	if cut+1 < len(kept) {
+		kept = kept[:cut+1]
+	}
+	marks := markRuns(data, kept)
 	l.mu.Lock()
 	if m := l.findSeg(num); m != nil {
-		m.size, m.salt = validEnd, h.salt
+		m.size, m.salt, m.marks = validEnd, h.salt, marks
 	}
 	l.mu.Unlock()
 	capacity := min(max(int64(h.capacity), int64(len(data)), validEnd), maxSegmentSize)

@@ -21,6 +21,7 @@ type writeSeg struct {
 	salt     uint32
 	capacity int64
 	end      int64 // where the next frame goes, counting buffered frames
+	lastMark int64 // the last frame start recorded as a read mark, -1 if none
 	// unsyncedWrites: a Flush wrote to it without fdatasync, so sealing it
 	// must leave it to the next sync even under SyncAlways.
 	unsyncedWrites bool
@@ -125,7 +126,7 @@ func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 		// segment could vanish with it.
 		return nil, l.fail(fmt.Errorf("wal: after creating segment %s: %w", path, err))
 	}
-	return &writeSeg{num: num, path: path, f: f, salt: h.salt, capacity: capacity, end: HeaderSize}, nil
+	return &writeSeg{num: num, path: path, f: f, salt: h.salt, capacity: capacity, end: HeaderSize, lastMark: -1}, nil
 }
 
 // truncateTail cuts a segment at off and restores its preallocated size, so
