@@ -87,6 +87,9 @@ type Broker struct {
 
 	skipFinalSnapshot bool // tests: close like a crash would, leaving a log tail
 
+	recovered wal.RecoveryReport // what recovery found, for retireDamaged
+	retiring  sync.Map           // damaged ranges being dead-lettered
+
 	tokMu  sync.RWMutex
 	tokens map[string]string // token hash → namespace (a copy readable off-loop)
 }
@@ -174,6 +177,11 @@ func Open(opts Options) (*Broker, error) {
 	}
 	b.sink.b = b
 	b.eng.SetSink(&b.sink)
+	if err := b.retireDamaged(); err != nil {
+		b.log.Close()
+		unlock()
+		return nil, err
+	}
 	b.eng.ResetStats()
 	b.eng.SetOnFirstTake(opts.Observer.FirstTake)
 	b.refreshTokens()

@@ -27,7 +27,11 @@ type DamageError struct {
 	// FrameOffset is the byte offset in File of the frame found damaged (or
 	// where the walk to it failed).
 	FrameOffset int64
-	Reason      string
+	// FrameEnd is where that frame ends when its extent is known (its
+	// checksum failed), else 0: every blob in [FrameOffset, FrameEnd) is
+	// damaged.
+	FrameEnd int64
+	Reason   string
 }
 
 func (e *DamageError) Error() string {
@@ -92,15 +96,15 @@ func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("wal: read %d bytes at offset %d of segment %d: the segment table changed during the read", n, off, seg)
 	}
-	damage := func(at int64, reason string) error {
-		err := &DamageError{File: path, Segment: seg, Offset: off, Len: n, FrameOffset: at, Reason: reason}
+	damage := func(at, end int64, reason string) error {
+		err := &DamageError{File: path, Segment: seg, Offset: off, Len: n, FrameOffset: at, FrameEnd: end, Reason: reason}
 		if l.opts.OnDamage != nil {
 			l.opts.OnDamage(err)
 		}
 		return err
 	}
 	if mark < 0 {
-		return nil, damage(HeaderSize, "no valid frame precedes these bytes")
+		return nil, damage(HeaderSize, 0, "no valid frame precedes these bytes")
 	}
 	want := int64(off) + int64(n)
 	buf, err := l.readRaw(seg, uint32(mark), uint32(want-mark))
@@ -111,20 +115,20 @@ func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
 	for {
 		rel := f - mark
 		if rel+FrameHeaderSize > int64(len(buf)) {
-			return nil, damage(f, "the frames before these bytes do not lead to them")
+			return nil, damage(f, 0, "the frames before these bytes do not lead to them")
 		}
 		word := binary.LittleEndian.Uint32(buf[rel:])
 		bl := int64(word & lengthMask)
 		end := f + FrameHeaderSize + bl
 		if bl == 0 || word&reservedBit != 0 || end > size {
-			return nil, damage(f, "no valid frame here")
+			return nil, damage(f, 0, "no valid frame here")
 		}
 		if end <= int64(off) {
 			f = end
 			continue
 		}
 		if f+FrameHeaderSize > int64(off) || end < want {
-			return nil, damage(f, "the bytes do not lie inside one frame body")
+			return nil, damage(f, 0, "the bytes do not lie inside one frame body")
 		}
 		if end > mark+int64(len(buf)) {
 			more, err := l.readRaw(seg, uint32(mark+int64(len(buf))), uint32(end-mark-int64(len(buf))))
@@ -135,7 +139,7 @@ func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
 		}
 		fr := buf[rel : rel+FrameHeaderSize+bl]
 		if frameCRC(salt, word, fr[FrameHeaderSize:]) != binary.LittleEndian.Uint32(fr[4:]) {
-			return nil, damage(f, "the frame holding them fails its checksum")
+			return nil, damage(f, end, "the frame holding them fails its checksum")
 		}
 		b := buf[off-uint32(mark) : want-mark]
 		return b[:len(b):len(b)], nil
