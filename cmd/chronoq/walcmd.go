@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/wal"
 )
@@ -34,11 +35,9 @@ func walCmd(args []string) error {
 	}
 	switch args[0] {
 	case "verify":
-		rep, err := wal.Verify(dir, os.Stdout)
-		if err != nil {
+		if _, err := wal.VerifyCounting(dir, os.Stdout, broker.CountJobRecords); err != nil {
 			return fmt.Errorf("wal verify %s: %w", dir, err)
 		}
-		_ = rep
 		return nil
 	case "dump":
 		return wal.Dump(dir, os.Stdout, func(body []byte) string {

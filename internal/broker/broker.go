@@ -87,6 +87,9 @@ type Broker struct {
 
 	skipFinalSnapshot bool // tests: close like a crash would, leaving a log tail
 
+	recovered wal.RecoveryReport // what recovery found, for retireDamaged
+	retiring  sync.Map           // damaged ranges being dead-lettered
+
 	tokMu  sync.RWMutex
 	tokens map[string]string // token hash → namespace (a copy readable off-loop)
 }
@@ -146,6 +149,12 @@ func Open(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Older versions created data files readable by every local user.
+	if n, err := datadir.Restrict(opts.Dir); err != nil {
+		opts.Logger.Warn("data directory: could not make every data file private (mode 0600, folders 0700)", "dir", opts.Dir, "changed", n, "err", err)
+	} else if n > 0 {
+		opts.Logger.Info("data directory: removed group and other permissions from existing data files", "dir", opts.Dir, "changed", n)
+	}
 	b := &Broker{
 		opts:    opts,
 		lg:      opts.Logger,
@@ -168,6 +177,11 @@ func Open(opts Options) (*Broker, error) {
 	}
 	b.sink.b = b
 	b.eng.SetSink(&b.sink)
+	if err := b.retireDamaged(); err != nil {
+		b.log.Close()
+		unlock()
+		return nil, err
+	}
 	b.eng.ResetStats()
 	b.eng.SetOnFirstTake(opts.Observer.FirstTake)
 	b.refreshTokens()
@@ -496,6 +510,9 @@ func (b *Broker) Ready() error {
 	}
 	if p := b.failed.Load(); p != nil {
 		return unavailable("log failed: %v", *p)
+	}
+	if err := b.log.NoSpace(); err != nil {
+		return unavailable("writes refused: %v", err)
 	}
 	if b.closing.Load() {
 		return errClosed

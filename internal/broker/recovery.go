@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,10 @@ import (
 // the one before, else none), then every log record after its position.
 func (b *Broker) recover() error {
 	start := time.Now()
+	if b.opts.WAL.CountJobs == nil {
+		b.opts.WAL.CountJobs = CountJobRecords
+	}
+	b.opts.WAL.OnDamage = b.onDamage
 	log, err := wal.Open(b.walDir(), b.opts.WAL)
 	if err != nil {
 		return fmt.Errorf("broker: open log: %w", err)
@@ -59,9 +64,119 @@ func (b *Broker) recover() error {
 	}
 	b.eng.Advance(b.now())
 	b.snap.init(b, report)
+	b.recovered = report
 	b.lg.Info("recovered", "snapshot", loaded, "records", report.Records, "segments", report.Segments,
 		"torn_tail", report.TornTail, "jobs", b.eng.Jobs(), "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// CountJobRecords is the log's wal.JobCounter: how many job records
+// (changes and deletions) a log record holds, so that messages about
+// dropped frames can say how many jobs they cost. A body that does not
+// decode (it is damaged) is not counted.
+func CountJobRecords(body []byte) (int, bool) {
+	ent, err := engine.DecodeEntry(body, 0, 0)
+	if err != nil {
+		return 0, false
+	}
+	n := 0
+	for i := range ent.Records {
+		if k := ent.Records[i].Kind; k == engine.KindJob || k == engine.KindJobDelete {
+			n++
+		}
+	}
+	return n, true
+}
+
+// Damaged stored bytes are handled in two places, both ending in the same
+// logged engine change (engine.DeadLetterDamaged: the job goes dead, its
+// damaged blobs are dropped, its last error names the file and offset), so
+// replay reproduces it like any other change:
+//
+//   - at start, for every range recovery reported damaged (bad regions in
+//     segments before the snapshot position; with --force-recovery, what it
+//     skipped), before the loop serves anything;
+//   - on a payload read that fails its checksum (peek, take, list, results,
+//     compaction), which runs off the loop: the read is refused with an
+//     error naming file and offset, and the dead-lettering is queued to the
+//     loop as an ordinary request.
+
+// retireDamaged dead-letters the jobs whose blobs lie in the ranges
+// recovery reported, and makes that durable. It runs in Open, after the
+// sink is set and before the loop starts.
+func (b *Broker) retireDamaged() error {
+	rep := b.recovered
+	if len(rep.Damaged) == 0 && !rep.Repaired() {
+		return nil
+	}
+	now := b.now()
+	total := 0
+	for _, d := range rep.Damaged {
+		n, err := b.eng.DeadLetterDamaged(now, d.Segment, d.From, d.To, "payload or result lost: damaged log data in "+d.String())
+		if err != nil {
+			return fmt.Errorf("broker: dead-letter jobs with damaged payloads in %s: %w", d, err)
+		}
+		if n > 0 {
+			b.lg.Error("jobs dead-lettered: their payload or result is in damaged log data", "range", d.String(), "jobs", n)
+		} else {
+			b.lg.Warn("damaged log data holds no live job's payload", "range", d.String())
+		}
+		total += n
+	}
+	if b.sink.pending {
+		err := b.log.Commit()
+		b.sink.pending, b.sink.entries, b.sink.bytes = false, 0, 0
+		if err != nil {
+			return fmt.Errorf("broker: log the dead-lettering of damaged jobs: %w", err)
+		}
+	}
+	b.observeDamage("job_dead_lettered", total)
+	if b.opts.WAL.ForceRecovery && rep.Repaired() {
+		b.lg.Warn("forced recovery: what the damage cost",
+			"dropped_frames", rep.SkippedFrames, "dropped_job_records", rep.SkippedJobs,
+			"skipped_segments", rep.SkippedSegments, "missing_segments", rep.MissingSegments,
+			"skipped_bytes", rep.SkippedBytes, "jobs_dead_lettered", total,
+			"torn_frames", rep.TornFrames, "torn_job_records", rep.TornJobs)
+	}
+	return nil
+}
+
+type damageObserver interface{ Damage(event string, n int) }
+
+func (b *Broker) observeDamage(event string, n int) {
+	if o, ok := b.opts.Observer.(damageObserver); ok && n > 0 {
+		o.Damage(event, n)
+	}
+}
+
+// onDamage is the log's OnDamage: a payload read was refused. It runs on
+// the reading goroutine, so the dead-lettering is queued to the loop (once
+// per damaged range at a time).
+func (b *Broker) onDamage(e *wal.DamageError) {
+	b.observeDamage("read_refused", 1)
+	from, to := e.Offset, uint32(min(uint64(e.Offset)+uint64(e.Len), 1<<32-1))
+	if e.FrameEnd > 0 {
+		from, to = uint32(e.FrameOffset), uint32(min(e.FrameEnd, 1<<32-1))
+	}
+	key := [3]uint32{e.Segment, from, to}
+	if _, busy := b.retiring.LoadOrStore(key, true); busy {
+		return
+	}
+	b.lg.Error("refused to serve damaged stored bytes; dead-lettering the jobs that own them", "err", e.Error())
+	reason := "payload or result lost: " + e.Error()
+	go func() {
+		defer b.retiring.Delete(key)
+		res, err := b.do(context.Background(), func(now time.Time) (any, error) {
+			return b.eng.DeadLetterDamaged(now, e.Segment, from, to, reason)
+		})
+		if err != nil {
+			b.lg.Error("dead-lettering jobs with damaged payloads failed; the next read retries", "err", err)
+			return
+		}
+		n, _ := res.(int)
+		b.observeDamage("job_dead_lettered", n)
+		b.lg.Warn("jobs dead-lettered: their payload or result is damaged", "file", e.File, "offset", e.FrameOffset, "jobs", n)
+	}()
 }
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {

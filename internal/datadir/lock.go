@@ -26,11 +26,11 @@ var ErrLocked = errors.New("data directory locked")
 // flock locks belong to the open file description: a second Lock of the
 // same dir in the same process fails as well.
 func Lock(dir string) (release func() error, err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return nil, fmt.Errorf("datadir: create %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("datadir: open %s: %w", path, err)
 	}

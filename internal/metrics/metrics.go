@@ -35,6 +35,7 @@ type Metrics struct {
 	jobWait     *prometheus.HistogramVec
 	lateness    prometheus.Histogram
 	pubs        prometheus.Counter
+	damage      *prometheus.CounterVec
 	realtime    atomic.Pointer[func() Realtime]
 
 	guard labelGuard
@@ -80,10 +81,13 @@ func New(maxQueues int, queues QueueSource) *Metrics {
 		pubs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chronoq_channel_publications_total", Help: "Publications to real-time channels.",
 		}),
+		damage: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chronoq_storage_damage_total", Help: "Damaged stored data: reads refused because a checksum failed (read_refused), jobs dead-lettered because their payload or result was damaged (job_dead_lettered).",
+		}, []string{"event"}),
 		guard: labelGuard{max: maxQueues, seen: map[string]bool{}},
 	}
 	m.reg.MustRegister(m.requests, m.connections, m.fsync, m.batch, m.walBytes, m.snapshot,
-		m.jobWait, m.lateness, m.pubs, realtimeCollector{m},
+		m.jobWait, m.lateness, m.pubs, m.damage, realtimeCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&queueCollector{m: m, source: queues})
 	m.connections.WithLabelValues("http") // present from the first scrape
@@ -123,6 +127,9 @@ func (m *Metrics) FirstTake(ns, queue string, waited time.Duration) {
 
 // Lateness records how late a job reached a worker that was waiting.
 func (m *Metrics) Lateness(d time.Duration) { m.lateness.Observe(max(d, 0).Seconds()) }
+
+// Damage counts damaged stored data (event: read_refused, job_dead_lettered).
+func (m *Metrics) Damage(event string, n int) { m.damage.WithLabelValues(event).Add(float64(n)) }
 
 // Publication counts one channel publication.
 func (m *Metrics) Publication() { m.pubs.Inc() }

@@ -42,7 +42,7 @@ var writing sync.Map // tmp path -> struct{}
 // Create starts a snapshot in dir (created if missing) for WAL position
 // pos: the snapshot must reflect every record before pos.
 func Create(dir string, pos wal.Position) (*Writer, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot: create directory %s: %w", dir, err)
 	}
 	name := Name(pos)

@@ -32,11 +32,23 @@ type CorruptionError struct {
 	// From and To bound the positions whose records would be lost by
 	// skipping the damage: [From, To).
 	From, To Position
+	// Frames and Jobs count, best effort, the frames in the damage and the
+	// job records in those of them that still decode; -1 when unknown
+	// (a missing file, an unreadable header).
+	Frames, Jobs int
 }
 
 func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("wal: corruption in %s at byte offset %d: %s; records from position %v up to %v would be lost (force recovery skips them)",
-		e.File, e.Offset, e.Reason, e.From, e.To)
+	lost := ""
+	if e.Frames >= 0 {
+		lost = fmt.Sprintf("%d frame(s)", e.Frames)
+		if e.Jobs >= 0 {
+			lost += fmt.Sprintf(" holding at least %d job record(s)", e.Jobs)
+		}
+		lost += ", "
+	}
+	return fmt.Sprintf("wal: corruption in %s at byte offset %d: %s; %srecords from position %v up to %v would be lost (--force-recovery skips them)",
+		e.File, e.Offset, e.Reason, lost, e.From, e.To)
 }
 
 func (e *CorruptionError) Unwrap() error { return ErrCorrupt }

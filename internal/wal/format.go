@@ -81,13 +81,55 @@
 //   - no valid frame after it carries the end-of-write flag, except possibly
 //     the very last one, and then nothing but zeros follows it.
 //
-// A bad region with nothing valid after it is always a torn tail. Anything
-// else — valid frames from a later write after a bad region, a bad region in
-// a segment that is followed by segments holding data, a bad header, a hole
-// in the segment numbers — is corruption: Replay refuses to continue, naming
-// the file, the offset and the positions that would be lost, unless
-// Options.ForceRecovery is set, in which case bad regions are skipped (the
-// scan resumes at the next offset where a frame validates) and counted.
+// A bad region with nothing valid after it is a torn tail, unless it starts
+// with a complete frame (below). Anything else — valid frames from a later
+// write after a bad region, a bad region in a segment that is followed by
+// segments holding data, a bad header, a hole in the segment numbers — is
+// corruption: Replay refuses to continue, naming the file, the offset, the
+// positions and (best effort) the frames and job records that would be
+// lost, unless Options.ForceRecovery is set, in which case bad regions are
+// skipped (the scan resumes at the next offset where a frame validates),
+// counted in frames and job records, and listed in RecoveryReport.Damaged.
+//
+// # Torn write or damage: the rule
+//
+// A device writes whole 512-byte sectors atomically, and segments are
+// preallocated, so a write the crash interrupted leaves sectors of zeros
+// where it did not land, or (without preallocation) a file that ends early.
+// A bad region therefore starts with a torn frame only if one of these holds
+// for the frame at its start:
+//
+//   - its word is zero, has the reserved bit set, or declares a length that
+//     runs past the end of the file ("declared length not all present"), or
+//   - an aligned sector of its declared extent is all zeros from the frame's
+//     start on (a partially written frame), or
+//   - non-zero bytes follow its declared end before the next valid frame (or
+//     the end of the data): it is not the last thing that was written.
+//
+// Otherwise the frame is complete — declared length present, no unwritten
+// sector, nothing but zeros after it — and a CRC mismatch means bytes that
+// had been written, fsync'd and acknowledged changed afterwards. That is
+// corruption wherever it is, the last frame of the log included: recovery
+// refuses to start, `chronoq wal verify` reports it and exits non-zero, and
+// only ForceRecovery drops it. A torn tail is truncated silently (logged with
+// the bytes, frames and job records discarded): with SyncAlways no client
+// was told its record was stored before its write was fsync'd.
+//
+// Known limit of the rule: a damaged frame whose body contains an aligned
+// 512-byte run of zeros, or whose length word itself was damaged, can look
+// torn and is then truncated as one (as any torn tail, logged).
+//
+// # Payload reads
+//
+// Payloads are read back from the log long after replay (Log.ReadAt).
+// Every such read checks the CRC of the whole frame that holds the bytes
+// and fails with a *DamageError (wrapping ErrCorrupt) instead of returning
+// altered bytes. To find that frame without an index of every frame, the
+// log keeps, per segment, the offset of a frame start at least every
+// markStride bytes; a read walks the frame words from the nearest mark.
+// Segments before the replay start are read and checked at Replay too, so
+// damage in them is reported at start (RecoveryReport.Damaged) rather than
+// at the first read.
 package wal
 
 import (

@@ -11,7 +11,24 @@ import (
 var (
 	fdatasync   = fdatasyncFile
 	preallocate = fallocateFile
+	freeSpace   = statfsFree
 )
+
+// prealloc and free go through Options.Preallocate / Options.FreeSpace
+// when set, so tests outside this package can simulate a full disk.
+func (l *Log) prealloc(f *os.File, size int64) error {
+	if l.opts.Preallocate != nil {
+		return l.opts.Preallocate(f, size)
+	}
+	return preallocate(f, size)
+}
+
+func (l *Log) free() (int64, error) {
+	if l.opts.FreeSpace != nil {
+		return l.opts.FreeSpace(l.dir)
+	}
+	return freeSpace(l.dir)
+}
 
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)

@@ -40,3 +40,13 @@ func controlErr(f *os.File, fn func(fd int) error) error {
 	}
 	return opErr
 }
+
+// statfsFree returns the bytes an unprivileged writer may still use on the
+// filesystem holding dir.
+func statfsFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

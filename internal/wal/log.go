@@ -56,7 +56,18 @@ type Options struct {
 	// ForceRecovery makes Replay skip corrupt regions, bad segments and
 	// missing segments (counting them) instead of refusing to start.
 	ForceRecovery bool
-	Logger        *slog.Logger // default slog.Default()
+	// CountJobs, when set, lets discard and corruption messages say how
+	// many job records the lost frames held.
+	CountJobs JobCounter
+	Logger    *slog.Logger // default slog.Default()
+	// Preallocate and FreeSpace replace fallocate and statfs when set:
+	// tests use them to simulate a full disk.
+	Preallocate func(f *os.File, size int64) error
+	FreeSpace   func(dir string) (int64, error)
+	// OnDamage, when set, is called (from the reading goroutine) each time
+	// ReadAt refuses damaged bytes, so the caller can count it and retire
+	// the data that points there.
+	OnDamage func(*DamageError)
 }
 
 // Log is an open write-ahead log.
@@ -102,6 +113,16 @@ type Log struct {
 
 	noPreallocOnce sync.Once
 
+	// Disk-full state, shared with NoSpace callers (readiness checks).
+	spaceMu      sync.Mutex
+	noSpaceSince time.Time // zero while writes are not refused for space
+	noSpaceNeed  int64     // bytes the refused segment needed at least
+	noSpaceErr   error
+	noSpaceProbe time.Time // last free-space check
+	noSpaceCount int64     // appends refused since noSpaceSince
+	// spaceProbeEvery is noSpaceProbeEvery; tests shorten it.
+	spaceProbeEvery time.Duration
+
 	// The next segment is created in the background while the current
 	// one fills, so a roll costs the loop no fallocate and no fsyncs.
 	prepCh    chan preparedSeg // result of the preparation in flight, or nil
@@ -120,6 +141,8 @@ type segMeta struct {
 	path string
 	size int64 // committed bytes; ReadAt refuses to read past them
 	salt uint32
+	// marks: frame starts for the checked read walk (readcheck.go).
+	marks []uint32
 }
 
 // pendingWrite is the part of the current batch destined for one segment.
@@ -148,10 +171,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: create directory %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, log: opts.Logger, readers: map[uint32]*readFile{}}
+	l := &Log{dir: dir, opts: opts, log: opts.Logger, readers: map[uint32]*readFile{}, spaceProbeEvery: noSpaceProbeEvery}
 	nums, err := listSegments(dir, l.log.Info)
 	if err != nil {
 		return nil, err
@@ -232,6 +255,14 @@ func (l *Log) Append(body []byte) (Position, error) {
 		l.pending = append(l.pending, pw)
 	}
 	pos := Position{Segment: a.num, Offset: uint32(a.end)}
+	if a.lastMark < 0 || a.end-a.lastMark >= markStride {
+		a.lastMark = a.end
+		l.mu.Lock()
+		if m := l.findSeg(a.num); m != nil {
+			m.addMark(a.end)
+		}
+		l.mu.Unlock()
+	}
 	pw.last = len(pw.buf)
 	pw.buf = appendFrame(pw.buf, a.salt, body, 0)
 	a.end += need
@@ -248,11 +279,14 @@ func (l *Log) roll(need int64) error {
 		return err
 	}
 	if seg == nil {
-		capacity := max(l.opts.SegmentSize, HeaderSize+need)
-		if seg, err = l.createSegment(l.nextNum, capacity); err != nil {
+		if seg, err = l.createFitting(need); err != nil {
+			if errors.Is(err, ErrNoSpace) {
+				l.noteNoSpace(HeaderSize+need, err)
+			}
 			return err
 		}
 	}
+	l.noteSpace()
 	old := l.active
 	l.mu.Lock()
 	l.segs = append(l.segs, segMeta{num: seg.num, path: seg.path, size: HeaderSize, salt: seg.salt})

@@ -24,9 +24,9 @@ type readFile struct {
 	lastUse uint64
 }
 
-// ReadAt returns n bytes at offset off of segment seg. Only committed bytes
-// can be read. Safe for concurrent use.
-func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
+// readRaw returns n bytes at offset off of segment seg, unchecked. Only
+// committed bytes can be read. Safe for concurrent use.
+func (l *Log) readRaw(seg uint32, off uint32, n uint32) ([]byte, error) {
 	rf, err := l.acquireReader(seg, off, n)
 	if err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func (l *Log) closeReaders() {
 // callers that want integrity rather than a raw byte range. Safe for
 // concurrent use.
 func (l *Log) ReadFrame(pos Position) ([]byte, error) {
-	hdr, err := l.ReadAt(pos.Segment, pos.Offset, FrameHeaderSize)
+	hdr, err := l.readRaw(pos.Segment, pos.Offset, FrameHeaderSize)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (l *Log) ReadFrame(pos Position) ([]byte, error) {
 	if n == 0 || word&reservedBit != 0 || uint64(pos.Offset)+FrameHeaderSize+uint64(n) > maxSegmentSize {
 		return nil, fmt.Errorf("wal: no frame at position %v: %w", pos, ErrCorrupt)
 	}
-	body, err := l.ReadAt(pos.Segment, pos.Offset+FrameHeaderSize, n)
+	body, err := l.readRaw(pos.Segment, pos.Offset+FrameHeaderSize, n)
 	if err != nil {
 		return nil, err
 	}

@@ -89,21 +89,31 @@ func TestTornTailEveryOffset(t *testing.T) {
 	}
 
 	for cut := start; cut <= end; cut++ {
-		expect := recsBefore(want, last, cut)
-		atBoundary := cut == frameEnd(expect[len(expect)-1])
+		// A preallocated segment keeps its size; what a crash leaves
+		// unwritten is whole sectors of zeros. The sector holding cut was
+		// rewritten by the write starting at ws (every record is its own
+		// write here), so unwritten, it holds the bytes before ws.
+		ws := int64(recsBefore(want, last, cut)[len(recsBefore(want, last, cut))-1].pos.Offset)
+		if cut == frameEnd(recsBefore(want, last, cut)[len(recsBefore(want, last, cut))-1]) {
+			ws = cut
+		}
+		zc := max(cut&^(sectorSize-1), ws)
 		variants := []struct {
 			name string
+			cut  int64
 			data []byte
 			torn bool
 		}{
-			{"truncate", orig[:cut], false},
-			{"zeros", append(append([]byte(nil), orig[:cut]...), make([]byte, len(orig)-int(cut))...), false},
-			{"garbage", append(append([]byte(nil), orig[:cut]...), garbage[cut:end+50]...), true},
+			{"truncate", cut, orig[:cut], false},
+			{"zeros", zc, append(append([]byte(nil), orig[:zc]...), make([]byte, len(orig)-int(zc))...), false},
+			{"garbage", cut, append(append([]byte(nil), orig[:cut]...), garbage[cut:end+50]...), true},
 		}
 		for _, v := range variants {
-			if cut == end && v.name != "garbage" {
+			if v.cut == end && v.name != "garbage" {
 				continue // nothing removed
 			}
+			expect := recsBefore(want, last, v.cut)
+			atBoundary := v.cut == frameEnd(expect[len(expect)-1])
 			dir := copyDir(t, src)
 			if err := os.WriteFile(segPath(dir, last), v.data, 0o644); err != nil {
 				t.Fatal(err)
@@ -111,7 +121,7 @@ func TestTornTailEveryOffset(t *testing.T) {
 			// Truncating or zeroing exactly at a frame boundary leaves a
 			// clean log; anything else leaves a partial frame.
 			torn := v.torn || !atBoundary
-			checkRecoversTo(t, dir, expect, torn, fmt.Sprintf("%s at %d", v.name, cut))
+			checkRecoversTo(t, dir, expect, torn, fmt.Sprintf("%s at %d", v.name, v.cut))
 		}
 	}
 }
@@ -187,7 +197,9 @@ func TestTornWriteWithHole(t *testing.T) {
 		t.Fatalf("unwritten first sector of the last write: %v", err)
 	}
 	sameRecs(t, got, recs[:12])
-	if !rep.TornTail || rep.TornAt != recs[12].pos || rep.TornFrames != 5 {
+	// Six frames go: the incomplete first one and the five intact ones of
+	// the same write after it.
+	if !rep.TornTail || rep.TornAt != recs[12].pos || rep.TornFrames != 6 {
 		t.Fatalf("report: %+v", rep)
 	}
 	l.Close()
@@ -477,14 +489,38 @@ func TestVerifyAndDump(t *testing.T) {
 		t.Fatalf("dump printed %d frames, want %d:\n%s", lines, len(want), out.String())
 	}
 
-	// A torn tail is reported but is not an error.
+	// A damaged last frame — complete, zeros after it — is corruption:
+	// it was acknowledged, a crash cannot have produced it.
 	last := want[len(want)-1]
 	data, _ := os.ReadFile(segPath(dir, last.pos.Segment))
+	orig := bytes.Clone(data)
 	data[last.pos.Offset+10] ^= 0xff
 	os.WriteFile(segPath(dir, last.pos.Segment), data, 0o644)
 	out.Reset()
 	rep, err = Verify(dir, &out)
-	if err != nil || !rep.TornTail || rep.TornAt != last.pos || rep.Records != len(want)-1 {
+	if !errors.Is(err, ErrCorrupt) || rep.OK() || rep.TornTail || len(rep.Corruptions) != 1 ||
+		rep.Corruptions[0].Offset != int64(last.pos.Offset) || rep.Corruptions[0].Frames != 1 {
+		t.Fatalf("Verify damaged last frame: %v %+v\n%s", err, rep, out.String())
+	}
+	if !strings.Contains(out.String(), "result: CORRUPT") || !strings.Contains(out.String(), "fails its checksum") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+
+	// A torn tail is reported but is not an error: a sector of the last
+	// frame never reached the disk.
+	big := body(99, 1500)
+	l, _, _ := openReplay(t, dir+"-torn", Options{SegmentSize: 4096})
+	pos := mustAppend(t, l, big)
+	mustCommit(t, l)
+	l.Close()
+	os.WriteFile(segPath(dir, last.pos.Segment), orig, 0o644)
+	data, _ = os.ReadFile(segPath(dir+"-torn", pos.Segment))
+	z := (int(pos.Offset) + FrameHeaderSize + sectorSize) &^ (sectorSize - 1)
+	clear(data[z:])
+	os.WriteFile(segPath(dir+"-torn", pos.Segment), data, 0o644)
+	out.Reset()
+	rep, err = Verify(dir+"-torn", &out)
+	if err != nil || !rep.TornTail || rep.TornAt != pos || rep.Records != 0 {
 		t.Fatalf("Verify torn log: %v %+v\n%s", err, rep, out.String())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,22 +21,50 @@ type RecoveryReport struct {
 
 	// TornTail: the last write before the crash was incomplete and was cut
 	// off at TornAt. TornBytes counts the non-zero bytes discarded,
-	// TornFrames the intact frames of that write found after the damage and
-	// discarded with it.
+	// TornFrames the frames of that write discarded (the incomplete one and
+	// any intact ones found after it), TornJobs the job records in those of
+	// them that decode (-1 without Options.CountJobs). None of them was
+	// acknowledged: under SyncAlways a write is answered after its fsync.
 	TornTail   bool
 	TornAt     Position
 	TornBytes  int64
 	TornFrames int
+	TornJobs   int
 
 	// Only with ForceRecovery: what was skipped as corrupt.
 	SkippedBytes    int64
 	SkippedRegions  int
 	SkippedSegments int // segments whose header could not be read
 	MissingSegments int // segment numbers absent from the sequence
+	// SkippedFrames and SkippedJobs count, best effort, the frames in the
+	// skipped regions and the job records in those that still decode
+	// (frames in skipped or missing segments cannot be counted).
+	SkippedFrames int
+	SkippedJobs   int
+
+	// Damaged lists byte ranges whose content cannot be trusted: what
+	// forced recovery skipped, and bad regions found in segments before the
+	// replay start (which are read to check them, not replayed). Payloads
+	// that live inside them are lost; the caller decides what happens to
+	// the jobs that own them.
+	Damaged []DamagedRange
 
 	// Problems has one human-readable line per repair or skip.
 	Problems []string
 	Duration time.Duration
+}
+
+// DamagedRange is a span [From, To) of byte offsets in a segment file that
+// failed its checks. A whole missing or unreadable segment is [0, MaxUint32).
+type DamagedRange struct {
+	Segment  uint32
+	From, To uint32
+	File     string
+	Reason   string
+}
+
+func (d DamagedRange) String() string {
+	return fmt.Sprintf("%s bytes %d-%d: %s", d.File, d.From, d.To, d.Reason)
 }
 
 // Repaired reports whether recovery changed or skipped anything.
@@ -48,6 +78,9 @@ func (r *RecoveryReport) Repaired() bool { return len(r.Problems) > 0 }
 // error from fn stops the replay and is returned as is.
 func (l *Log) Replay(from Position, fn func(pos Position, body []byte) error) (RecoveryReport, error) {
 	rep := RecoveryReport{From: from}
+	if l.opts.CountJobs == nil {
+		rep.TornJobs, rep.SkippedJobs = -1, -1
+	}
 	switch l.state {
 	case stateClosed:
 		return rep, ErrClosed
@@ -57,7 +90,7 @@ func (l *Log) Replay(from Position, fn func(pos Position, body []byte) error) (R
 	}
 	l.state = stateReplayFailed
 	began := time.Now()
-	r := &replayer{l: l, from: from, fn: fn, rep: &rep, force: l.opts.ForceRecovery}
+	r := &replayer{l: l, from: from, fn: fn, rep: &rep, force: l.opts.ForceRecovery, count: l.opts.CountJobs}
 	err := r.run()
 	l.readBuf = nil
 	rep.Duration = time.Since(began)
@@ -68,8 +101,9 @@ func (l *Log) Replay(from Position, fn func(pos Position, body []byte) error) (R
 	l.startSyncer()
 	rep.End = l.End()
 	l.log.Info("wal: replay complete", "dir", l.dir, "from", from.String(), "end", rep.End.String(),
-		"segments", rep.Segments, "records", rep.Records, "torn_tail", rep.TornTail,
-		"skipped_regions", rep.SkippedRegions, "skipped_bytes", rep.SkippedBytes, "duration", rep.Duration)
+		"segments", rep.Segments, "records", rep.Records, "torn_tail", rep.TornTail, "torn_frames", rep.TornFrames,
+		"skipped_regions", rep.SkippedRegions, "skipped_bytes", rep.SkippedBytes, "skipped_frames", rep.SkippedFrames,
+		"skipped_jobs", rep.SkippedJobs, "damaged_ranges", len(rep.Damaged), "duration", rep.Duration)
 	return rep, nil
 }
 
@@ -79,10 +113,13 @@ type replayer struct {
 	fn    func(Position, []byte) error
 	rep   *RecoveryReport
 	force bool
+	count JobCounter
 
-	torn     bool
-	tornPath string
-	tornOff  int64
+	// cutPath, cutOff: where the last segment's valid data ends, when
+	// something after it (a torn tail, or damage forced recovery skipped)
+	// must be zeroed before appends continue there.
+	cutPath string
+	cutOff  int64
 }
 
 // tailSeg remembers the last segment read, which becomes the active one.
@@ -120,7 +157,9 @@ func (r *replayer) run() error {
 		if n >= from.Segment {
 			todo = append(todo, n)
 		} else {
-			r.describeUnreplayed(n)
+			if err := r.checkUnreplayed(n); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -133,14 +172,15 @@ func (r *replayer) run() error {
 		tail = t // nil when the segment was skipped
 	}
 
-	if r.torn {
-		if err := truncateTail(r.tornPath, r.tornOff); err != nil {
-			return fmt.Errorf("wal: truncate torn tail of %s at offset %d: %w", r.tornPath, r.tornOff, err)
+	if r.cutPath != "" {
+		if err := truncateTail(r.cutPath, r.cutOff); err != nil {
+			return fmt.Errorf("wal: truncate %s at offset %d after its last valid frame: %w", r.cutPath, r.cutOff, err)
 		}
 	}
 	if r.force && (r.rep.SkippedRegions > 0 || r.rep.SkippedSegments > 0 || r.rep.MissingSegments > 0) {
 		l.log.Warn("wal: forced recovery skipped damaged data; take a snapshot soon so the damage is never replayed again",
 			"dir", l.dir, "skipped_regions", r.rep.SkippedRegions, "skipped_bytes", r.rep.SkippedBytes,
+			"skipped_frames", r.rep.SkippedFrames, "skipped_jobs", r.rep.SkippedJobs,
 			"skipped_segments", r.rep.SkippedSegments, "missing_segments", r.rep.MissingSegments)
 	}
 
@@ -150,9 +190,12 @@ func (r *replayer) run() error {
 		if err != nil {
 			return fmt.Errorf("wal: open segment %s for writing: %w", tail.path, err)
 		}
-		l.active = &writeSeg{num: tail.num, path: tail.path, f: f, salt: tail.salt, capacity: tail.capacity, end: tail.end}
+		l.active = &writeSeg{num: tail.num, path: tail.path, f: f, salt: tail.salt, capacity: tail.capacity, end: tail.end, lastMark: -1}
 		l.mu.Lock()
 		l.activeNum = tail.num
+		if m := l.findSeg(tail.num); m != nil && len(m.marks) > 0 {
+			l.active.lastMark = int64(m.marks[len(m.marks)-1])
+		}
 		l.mu.Unlock()
 		l.syncMu.Lock()
 		l.syncFile = f
@@ -186,12 +229,16 @@ func (r *replayer) checkMissing(nums []uint32) error {
 			Reason: fmt.Sprintf("segment file missing (segments %d to %d are absent)", h.a, h.b),
 			From:   lost,
 			To:     Position{Segment: h.b + 1, Offset: HeaderSize},
+			Frames: -1, Jobs: -1,
 		}
 		if !r.force {
 			return ce
 		}
 		r.rep.MissingSegments += int(h.b - h.a + 1)
 		r.problem(ce.Error())
+		for n := uint64(h.a); n <= uint64(h.b); n++ {
+			r.damaged(uint32(n), 0, math.MaxUint32, "segment file missing")
+		}
 	}
 	return nil
 }
@@ -207,31 +254,61 @@ func (r *replayer) problem(msg string) {
 	r.rep.Problems = append(r.rep.Problems, msg)
 }
 
-// describeUnreplayed fills in the table entry of a segment before the
-// replay start, so payload reads (ReadAt, ReadFrame) still work on it.
-func (r *replayer) describeUnreplayed(num uint32) {
+func (r *replayer) damaged(seg uint32, from, to int64, reason string) {
+	r.rep.Damaged = append(r.rep.Damaged, DamagedRange{
+		Segment: seg, From: uint32(min(max(from, 0), math.MaxUint32)), To: uint32(min(max(to, 0), math.MaxUint32)),
+		File: r.path(seg), Reason: reason,
+	})
+}
+
+// checkUnreplayed reads and checks a segment before the replay start. Its
+// records are not replayed (the snapshot covers them), but live jobs'
+// payloads may still be read from it, so it gets the table entry and read
+// marks payload reads need, and every bad region in it is reported in
+// RecoveryReport.Damaged (and logged) — not refused: only the payloads in
+// it are lost, and the caller retires the jobs that own them.
+func (r *replayer) checkUnreplayed(num uint32) error {
 	l := r.l
-	f, err := os.Open(r.path(num))
-	if err != nil {
-		return
+	path := r.path(num)
+	data, err := r.readSegment(path)
+	if err != nil && !errors.Is(err, errTooLarge) {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("wal: read segment %s: %w", path, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return
-	}
-	var salt uint32
-	hb := make([]byte, HeaderSize)
-	if _, err := f.ReadAt(hb, 0); err == nil {
-		if h, err := decodeHeader(hb); err == nil {
-			salt = h.salt
+	size := min(int64(len(data)), maxSegmentSize)
+	h, herr := segmentHeader{}, err
+	if herr == nil {
+		h, herr = decodeHeader(data)
+		if herr == nil && h.number != num {
+			herr = fmt.Errorf("header belongs to segment %d", h.number)
 		}
 	}
+	if herr != nil {
+		r.damaged(num, 0, math.MaxUint32, "unreadable segment header: "+herr.Error())
+		l.log.Error("wal: segment before the snapshot position has an unreadable header; payloads stored in it are lost",
+			"file", path, "err", herr)
+		return nil
+	}
+	sc := scanSegment(data, HeaderSize, h.salt)
+	for j, reg := range sc.regions {
+		ce := regionError(path, num, data, sc, j, r.count)
+		end := reg.end
+		if reg.trailing {
+			end = int64(len(data))
+		}
+		r.damaged(num, reg.start, end, ce.Reason)
+		l.log.Error("wal: damaged region in a segment before the snapshot position; payloads stored in it are lost",
+			"file", path, "offset", reg.start, "bytes", reg.end-reg.start, "frames", ce.Frames, "jobs", ce.Jobs, "reason", ce.Reason)
+	}
+	marks := markRuns(data, sc.runs)
 	l.mu.Lock()
 	if m := l.findSeg(num); m != nil {
-		m.size, m.salt = min(st.Size(), maxSegmentSize), salt
+		m.size, m.salt, m.marks = size, h.salt, marks
 	}
 	l.mu.Unlock()
+	return nil
 }
 
 // readSegment reads a whole segment file into the reusable buffer.
@@ -308,10 +385,12 @@ func (r *replayer) replaySegment(num uint32, rest []uint32) (*tailSeg, error) {
 		ce := &CorruptionError{
 			File: path, Reason: "unreadable segment header: " + herr.Error(),
 			From: maxPos(r.from, Position{Segment: num}), To: Position{Segment: num + 1, Offset: HeaderSize},
+			Frames: -1, Jobs: -1,
 		}
 		if !r.force {
 			return nil, ce
 		}
+		r.damaged(num, 0, math.MaxUint32, "unreadable segment header")
 		r.rep.SkippedSegments++
 		r.rep.SkippedBytes += int64(len(data))
 		r.problem(ce.Error())
@@ -321,16 +400,18 @@ func (r *replayer) replaySegment(num uint32, rest []uint32) (*tailSeg, error) {
 
 	sc := scanSegment(data, HeaderSize, h.salt)
 	cut := len(sc.regions) // regions[:cut] are corrupt, regions[cut] starts a torn tail
+	tailAfter := false
 	if len(sc.regions) > 0 {
 		tail, err := r.isTail(rest)
 		if err != nil {
 			return nil, err
 		}
+		tailAfter = tail
 		if tail {
 			cut = sc.tornFrom()
 		}
 		if cut > 0 && !r.force {
-			return nil, regionError(path, num, sc, 0)
+			return nil, regionError(path, num, data, sc, 0, r.count)
 		}
 	}
 	validEnd := sc.validEnd()
@@ -364,30 +445,68 @@ func (r *replayer) replaySegment(num uint32, rest []uint32) (*tailSeg, error) {
 		reg := sc.regions[j]
 		r.rep.SkippedRegions++
 		r.rep.SkippedBytes += reg.end - reg.start
-		ce := regionError(path, num, sc, j)
+		ce := regionError(path, num, data, sc, j, r.count)
+		r.rep.SkippedFrames += ce.Frames
+		if ce.Jobs >= 0 && r.rep.SkippedJobs >= 0 {
+			r.rep.SkippedJobs += ce.Jobs
+		}
+		end := reg.end
+		if reg.trailing {
+			end = int64(len(data))
+			if tailAfter {
+				// The log's data ends here and appends continue after it:
+				// clear the damage, or a later write would leave part of
+				// it behind the new frames.
+				r.cutPath, r.cutOff = path, reg.start
+			}
+		}
+		r.damaged(num, reg.start, end, "skipped by forced recovery: "+ce.Reason)
 		r.problem("skipped: " + ce.Error())
-		l.log.Warn("wal: skipped corrupt region", "file", path, "offset", reg.start, "bytes", reg.end-reg.start)
+		l.log.Warn("wal: forced recovery skipped a corrupt region", "file", path, "offset", reg.start, "bytes", reg.end-reg.start,
+			"discarded_frames", ce.Frames, "discarded_jobs", ce.Jobs, "reason", ce.Reason)
 	}
 	if cut < len(sc.regions) {
 		reg := sc.regions[cut]
-		r.torn, r.tornPath, r.tornOff = true, path, reg.start
+		r.cutPath, r.cutOff = path, reg.start
 		r.rep.TornTail = true
 		r.rep.TornAt = Position{Segment: num, Offset: uint32(reg.start)}
 		r.rep.TornBytes = sc.nonZeroEnd - reg.start
-		r.rep.TornFrames = sc.framesAfter(cut)
-		msg := fmt.Sprintf("torn tail in %s at byte offset %d (position %v): %d bytes of an incomplete write discarded",
-			path, reg.start, r.rep.TornAt, r.rep.TornBytes)
-		if r.rep.TornFrames > 0 {
-			msg += fmt.Sprintf(", including %d intact frames written after the damage", r.rep.TornFrames)
+		frames, jobs := 0, 0
+		if r.count == nil {
+			jobs = -1
 		}
+		for j := cut; j < len(sc.regions); j++ {
+			f, n := countRegion(data, sc.regions[j], r.count)
+			frames += f
+			if jobs >= 0 {
+				jobs += n
+			}
+		}
+		f, n := countRuns(data, sc.runs[cut+1:], r.count)
+		frames += f
+		if jobs >= 0 {
+			jobs += n
+		}
+		r.rep.TornFrames, r.rep.TornJobs = frames, jobs
+		msg := fmt.Sprintf("torn tail in %s at byte offset %d (position %v): %d bytes of an incomplete write discarded, %d frame(s)",
+			path, reg.start, r.rep.TornAt, r.rep.TornBytes, frames)
+		if jobs >= 0 {
+			msg += fmt.Sprintf(" holding at least %d job record(s)", jobs)
+		}
+		msg += " (never acknowledged: a write is answered only after its fsync)"
 		r.problem(msg)
 		l.log.Warn("wal: truncating torn tail", "file", path, "offset", reg.start,
-			"discarded_bytes", r.rep.TornBytes, "discarded_frames", r.rep.TornFrames)
+			"discarded_bytes", r.rep.TornBytes, "discarded_frames", frames, "discarded_jobs", jobs)
 	}
 
+	kept := sc.runs
+	if cut+1 < len(kept) {
+		kept = kept[:cut+1]
+	}
+	marks := markRuns(data, kept)
 	l.mu.Lock()
 	if m := l.findSeg(num); m != nil {
-		m.size, m.salt = validEnd, h.salt
+		m.size, m.salt, m.marks = validEnd, h.salt, marks
 	}
 	l.mu.Unlock()
 	capacity := min(max(int64(h.capacity), int64(len(data)), validEnd), maxSegmentSize)

@@ -29,6 +29,11 @@ type badRegion struct {
 	// zeroSector: the region overlaps a sector that looks unwritten (see
 	// hasZeroSector).
 	zeroSector bool
+	// damagedFrame: the region starts with a complete frame — a plausible
+	// word, the declared length inside the file, no sector of it unwritten —
+	// whose CRC fails. A crash cannot produce that (see the package
+	// documentation), so the region is damage, never a torn tail.
+	damagedFrame bool
 }
 
 type segScan struct {
@@ -77,10 +82,10 @@ func scanSegment(data []byte, start int64, salt uint32) *segScan {
 		}
 		next := resync(data, off+1, salt, ix, s.nonZeroEnd)
 		if next < 0 {
-			s.regions = append(s.regions, badRegion{start: off, end: s.nonZeroEnd, trailing: true})
+			s.regions = append(s.regions, badRegion{start: off, end: s.nonZeroEnd, trailing: true, damagedFrame: completeFrameAt(data, off, s.nonZeroEnd)})
 			return s
 		}
-		s.regions = append(s.regions, badRegion{start: off, end: next, zeroSector: hasZeroSector(data, off, next)})
+		s.regions = append(s.regions, badRegion{start: off, end: next, zeroSector: hasZeroSector(data, off, next), damagedFrame: completeFrameAt(data, off, next)})
 		off = next
 		cur = frameRun{start: off, end: off}
 	}
@@ -101,6 +106,59 @@ func frameAt(data []byte, off int64, salt uint32) (n int64, word uint32, ok bool
 		return 0, 0, false
 	}
 	return n, word, true
+}
+
+// completeFrameAt reports whether the bytes at off look like a frame that
+// was written in full and is the last thing written before regionEnd: a
+// word with a non-zero length and the reserved bit clear, the declared
+// extent inside the file, no aligned sector of that extent all zeros from
+// off on, and only zeros between its end and regionEnd. A write the crash
+// interrupted leaves its unwritten sectors zero (segments are
+// preallocated), or the file shorter than the extent (no preallocation),
+// so such a frame is not torn: if its CRC fails, bytes that had been
+// written and synced changed.
+func completeFrameAt(data []byte, off, regionEnd int64) bool {
+	if off < 0 || off > int64(len(data))-FrameHeaderSize {
+		return false
+	}
+	word := binary.LittleEndian.Uint32(data[off:])
+	n := int64(word & lengthMask)
+	if n == 0 || word&reservedBit != 0 || n > int64(len(data))-off-FrameHeaderSize {
+		return false
+	}
+	end := off + FrameHeaderSize + n
+	if end < regionEnd && nextNonZero(data, end, regionEnd) < regionEnd {
+		return false
+	}
+	return !hasZeroSector(data, off, end)
+}
+
+// regionFrames counts, best effort, the frames a bad region held: it
+// follows the chain of plausible words from the region's start while each
+// declared frame stays inside the region, and calls fn (when not nil) with
+// each body, whose CRC is not valid or not checked. A region whose first
+// word is garbage counts as one frame: something was written there.
+func regionFrames(data []byte, reg badRegion, fn func(body []byte)) int {
+	limit := reg.end
+	if reg.trailing {
+		// Nothing valid follows: a frame may end in zeros past the region.
+		limit = int64(len(data))
+	}
+	n := 0
+	for off := reg.start; off <= limit-FrameHeaderSize && off <= int64(len(data))-FrameHeaderSize; {
+		word := binary.LittleEndian.Uint32(data[off:])
+		l := int64(word & lengthMask)
+		end := off + FrameHeaderSize + l
+		if l == 0 || word&reservedBit != 0 || end > limit || end > int64(len(data)) {
+			break
+		}
+		if fn != nil {
+			fn(data[off+FrameHeaderSize : end])
+		}
+		n++
+		off = end
+	}
+	return max(n, 1)
 }
 
 // resync returns the first offset >= from at which a valid frame starts, or
@@ -210,7 +268,7 @@ func (s *segScan) tornFrom() int {
 	best := R
 	for r := R - 1; r >= 0; r-- {
 		reg := s.regions[r]
-		if !reg.trailing && !reg.zeroSector {
+		if reg.damagedFrame || (!reg.trailing && !reg.zeroSector) {
 			break
 		}
 		if r+1 <= lastRun {

@@ -21,6 +21,7 @@ type writeSeg struct {
 	salt     uint32
 	capacity int64
 	end      int64 // where the next frame goes, counting buffered frames
+	lastMark int64 // the last frame start recorded as a read mark, -1 if none
 	// unsyncedWrites: a Flush wrote to it without fdatasync, so sealing it
 	// must leave it to the next sync even under SyncAlways.
 	unsyncedWrites bool
@@ -76,7 +77,7 @@ func listSegments(dir string, logf func(msg string, args ...any)) ([]uint32, err
 func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 	path := filepath.Join(l.dir, segmentName(num))
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		if isNoSpace(err) {
 			return nil, fmt.Errorf("%w: create segment %s: %w", ErrNoSpace, tmp, err)
@@ -99,7 +100,7 @@ func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 		capacity:   uint64(capacity),
 		createdNs:  time.Now().UnixNano(),
 	}
-	if err := preallocate(f, capacity); err != nil {
+	if err := l.prealloc(f, capacity); err != nil {
 		if !isNotSupported(err) {
 			return discard(fmt.Errorf("preallocate %d bytes: %w", capacity, err))
 		}
@@ -125,7 +126,7 @@ func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 		// segment could vanish with it.
 		return nil, l.fail(fmt.Errorf("wal: after creating segment %s: %w", path, err))
 	}
-	return &writeSeg{num: num, path: path, f: f, salt: h.salt, capacity: capacity, end: HeaderSize}, nil
+	return &writeSeg{num: num, path: path, f: f, salt: h.salt, capacity: capacity, end: HeaderSize, lastMark: -1}, nil
 }
 
 // truncateTail cuts a segment at off and restores its preallocated size, so

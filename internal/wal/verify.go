@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -61,6 +62,12 @@ type verifiedSeg struct {
 // ErrCorrupt when it finds damage that recovery would not repair on its own
 // (a torn tail alone is not an error: recovery truncates it).
 func Verify(dir string, w io.Writer) (VerifyReport, error) {
+	return VerifyCounting(dir, w, nil)
+}
+
+// VerifyCounting is Verify with a JobCounter, so that each problem also
+// says how many job records it would cost.
+func VerifyCounting(dir string, w io.Writer, count JobCounter) (VerifyReport, error) {
 	rep := VerifyReport{Dir: dir}
 	nums, leftovers, err := readSegmentNames(dir)
 	if err != nil {
@@ -70,6 +77,7 @@ func Verify(dir string, w io.Writer) (VerifyReport, error) {
 	fmt.Fprintf(w, "wal verify %s: %d segment(s)\n", dir, len(nums))
 
 	segs := make([]*verifiedSeg, len(nums))
+
 	tail := -1
 	for i, num := range nums {
 		vs, err := verifySegment(dir, num)
@@ -89,6 +97,7 @@ func Verify(dir string, w io.Writer) (VerifyReport, error) {
 				File:   filepath.Join(dir, segmentName(a)),
 				Reason: fmt.Sprintf("segment file missing (segments %d to %d are absent)", a, b),
 				From:   Position{Segment: a}, To: Position{Segment: b + 1, Offset: HeaderSize},
+				Frames: -1, Jobs: -1,
 			})
 		}
 	}
@@ -101,6 +110,7 @@ func Verify(dir string, w io.Writer) (VerifyReport, error) {
 			rep.Corruptions = append(rep.Corruptions, &CorruptionError{
 				File: sr.Path, Reason: "unreadable segment header: " + sr.HeaderError,
 				From: Position{Segment: sr.Number}, To: Position{Segment: sr.Number + 1, Offset: HeaderSize},
+				Frames: -1, Jobs: -1,
 			})
 			continue
 		}
@@ -109,8 +119,16 @@ func Verify(dir string, w io.Writer) (VerifyReport, error) {
 		if i == tail {
 			cut = sc.tornFrom()
 		}
-		for j := 0; j < cut; j++ {
-			rep.Corruptions = append(rep.Corruptions, regionError(sr.Path, sr.Number, sc, j))
+		if cut > 0 {
+			// Segments are not kept in memory; read the damaged one again
+			// to count what the damage holds.
+			data, err := os.ReadFile(sr.Path)
+			if err != nil {
+				return rep, fmt.Errorf("wal: read %s: %w", sr.Path, err)
+			}
+			for j := 0; j < cut; j++ {
+				rep.Corruptions = append(rep.Corruptions, regionError(sr.Path, sr.Number, data, sc, j, count))
+			}
 		}
 		sr.ValidEnd = sc.validEnd()
 		for k := 0; k < len(sc.runs); k++ {
@@ -205,17 +223,65 @@ func verifySegment(dir string, num uint32) (*verifiedSeg, error) {
 	return vs, nil
 }
 
-func regionError(path string, num uint32, sc *segScan, j int) *CorruptionError {
+func regionError(path string, num uint32, data []byte, sc *segScan, j int, count JobCounter) *CorruptionError {
 	reg := sc.regions[j]
 	ce := &CorruptionError{File: path, Offset: reg.start, From: Position{Segment: num, Offset: uint32(reg.start)}}
-	if reg.trailing {
+	ce.Frames, ce.Jobs = countRegion(data, reg, count)
+	switch {
+	case reg.damagedFrame:
+		word := binary.LittleEndian.Uint32(data[reg.start:])
+		ce.Reason = fmt.Sprintf("a complete frame of %d body bytes fails its checksum (its declared length is present and no sector of it is unwritten, so this is damage to written data, not a torn write)", word&lengthMask)
+	case reg.trailing:
 		ce.Reason = fmt.Sprintf("%d bytes that are not valid frames at the end of a segment that is followed by more data", reg.end-reg.start)
+	default:
+		ce.Reason = fmt.Sprintf("%d bytes that are not valid frames, followed by valid frames", reg.end-reg.start)
+	}
+	if reg.trailing {
 		ce.To = Position{Segment: num + 1, Offset: HeaderSize}
 	} else {
-		ce.Reason = fmt.Sprintf("%d bytes that are not valid frames, followed by valid frames", reg.end-reg.start)
 		ce.To = Position{Segment: num, Offset: uint32(reg.end)}
 	}
 	return ce
+}
+
+// JobCounter says how many job records a record body holds, and whether
+// it could tell (the body may be damaged). The log never interprets
+// records; the broker supplies this so discard messages can say what was
+// lost.
+type JobCounter func(body []byte) (jobs int, ok bool)
+
+// countRegion returns the frames of a bad region and the job records of
+// those that decode (-1 without a counter).
+func countRegion(data []byte, reg badRegion, count JobCounter) (frames, jobs int) {
+	if count == nil {
+		return regionFrames(data, reg, nil), -1
+	}
+	frames = regionFrames(data, reg, func(body []byte) {
+		if n, ok := count(body); ok {
+			jobs += n
+		}
+	})
+	return frames, jobs
+}
+
+// countRuns returns the frames and job records of runs (-1 jobs without a
+// counter).
+func countRuns(data []byte, runs []frameRun, count JobCounter) (frames, jobs int) {
+	if count == nil {
+		jobs = -1
+	}
+	for _, r := range runs {
+		frames += r.frames
+		if count != nil {
+			walkRun(data, r, func(_ int64, _ uint32, body []byte) error {
+				if n, ok := count(body); ok {
+					jobs += n
+				}
+				return nil
+			})
+		}
+	}
+	return frames, jobs
 }
 
 // readSegmentNames lists segment numbers and leftover temporary files

@@ -1,0 +1,149 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"sort"
+)
+
+// Payload reads are checked: ReadAt returns a range of a frame's body only
+// after the CRC of the whole frame matched (internal/wal/format.go, "Payload
+// reads"). Frames are found from marks: per segment, the offset of a frame
+// start at least every markStride bytes (and at the start of every run of
+// valid frames), so a read walks at most about markStride bytes of frame
+// words before it reaches its frame, and the marks cost 4 bytes per
+// markStride of log (256 KiB per 64 MiB segment, 0.4%). Measured on a
+// page-cached segment of 158-byte frames: a checked 100-byte read takes
+// about 1.9 µs against 0.6 µs unchecked; a 4 KiB stride made it 3 µs.
+
+const markStride = 1024
+
+// DamageError reports a payload read refused because the frame holding it
+// fails its checks. It wraps ErrCorrupt.
+type DamageError struct {
+	File    string
+	Segment uint32
+	Offset  uint32 // the requested bytes
+	Len     uint32
+	// FrameOffset is the byte offset in File of the frame found damaged (or
+	// where the walk to it failed).
+	FrameOffset int64
+	// FrameEnd is where that frame ends when its extent is known (its
+	// checksum failed), else 0: every blob in [FrameOffset, FrameEnd) is
+	// damaged.
+	FrameEnd int64
+	Reason   string
+}
+
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("wal: stored bytes %d-%d of %s are damaged (%s at byte offset %d); refusing to serve them",
+		e.Offset, uint64(e.Offset)+uint64(e.Len), e.File, e.Reason, e.FrameOffset)
+}
+
+func (e *DamageError) Unwrap() error { return ErrCorrupt }
+
+// addMark records a frame start of segment num for the read walk; marks
+// must come in increasing order. l.mu must be held.
+func (m *segMeta) addMark(off int64) {
+	if n := len(m.marks); n > 0 && off-int64(m.marks[n-1]) < markStride {
+		return
+	}
+	m.marks = append(m.marks, uint32(off))
+}
+
+// markRuns sets the marks of a scanned segment from its runs of valid
+// frames: each run's start, then frame starts at least markStride apart.
+func markRuns(data []byte, runs []frameRun) []uint32 {
+	var marks []uint32
+	for _, r := range runs {
+		first := true
+		walkRun(data, r, func(off int64, _ uint32, _ []byte) error {
+			if first || off-int64(marks[len(marks)-1]) >= markStride {
+				marks = append(marks, uint32(off))
+				first = false
+			}
+			return nil
+		})
+	}
+	return marks
+}
+
+// ReadAt returns n bytes at offset off of segment seg: part of the body of
+// one committed frame, whose CRC is checked first. A damaged frame gives a
+// *DamageError (and Options.OnDamage is told). Safe for concurrent use.
+func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
+	l.mu.Lock()
+	m := l.findSeg(seg)
+	var (
+		mark  int64 = -1
+		salt  uint32
+		size  int64
+		path  = filepath.Join(l.dir, segmentName(seg))
+		found = m != nil
+	)
+	if m != nil {
+		salt, size, path = m.salt, m.size, m.path
+		i := sort.Search(len(m.marks), func(i int) bool { return m.marks[i] > off })
+		if i > 0 {
+			mark = int64(m.marks[i-1])
+		}
+	}
+	l.mu.Unlock()
+	if !found || int64(off)+int64(n) > size {
+		// Let the raw read give its usual error (removed, unknown,
+		// uncommitted).
+		if _, err := l.readRaw(seg, off, n); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("wal: read %d bytes at offset %d of segment %d: the segment table changed during the read", n, off, seg)
+	}
+	damage := func(at, end int64, reason string) error {
+		err := &DamageError{File: path, Segment: seg, Offset: off, Len: n, FrameOffset: at, FrameEnd: end, Reason: reason}
+		if l.opts.OnDamage != nil {
+			l.opts.OnDamage(err)
+		}
+		return err
+	}
+	if mark < 0 {
+		return nil, damage(HeaderSize, 0, "no valid frame precedes these bytes")
+	}
+	want := int64(off) + int64(n)
+	buf, err := l.readRaw(seg, uint32(mark), uint32(want-mark))
+	if err != nil {
+		return nil, err
+	}
+	f := mark
+	for {
+		rel := f - mark
+		if rel+FrameHeaderSize > int64(len(buf)) {
+			return nil, damage(f, 0, "the frames before these bytes do not lead to them")
+		}
+		word := binary.LittleEndian.Uint32(buf[rel:])
+		bl := int64(word & lengthMask)
+		end := f + FrameHeaderSize + bl
+		if bl == 0 || word&reservedBit != 0 || end > size {
+			return nil, damage(f, 0, "no valid frame here")
+		}
+		if end <= int64(off) {
+			f = end
+			continue
+		}
+		if f+FrameHeaderSize > int64(off) || end < want {
+			return nil, damage(f, 0, "the bytes do not lie inside one frame body")
+		}
+		if end > mark+int64(len(buf)) {
+			more, err := l.readRaw(seg, uint32(mark+int64(len(buf))), uint32(end-mark-int64(len(buf))))
+			if err != nil {
+				return nil, err
+			}
+			buf = append(buf, more...)
+		}
+		fr := buf[rel : rel+FrameHeaderSize+bl]
+		if frameCRC(salt, word, fr[FrameHeaderSize:]) != binary.LittleEndian.Uint32(fr[4:]) {
+			return nil, damage(f, end, "the frame holding them fails its checksum")
+		}
+		b := buf[off-uint32(mark) : want-mark]
+		return b[:len(b):len(b)], nil
+	}
+}
