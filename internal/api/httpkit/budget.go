@@ -105,6 +105,20 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if br.read >= br.held && br.declared > 0 && br.held >= br.declared {
+		// All declared bytes are in: the next read normally only sees EOF,
+		// so it gets no reservation ahead of what it returns.
+		n, err := br.rc.Read(p[:1])
+		if n > 0 {
+			if !br.b.acquire(1) {
+				br.err = fmt.Errorf("request body: %w", ErrBodyBudget)
+				return 0, br.err
+			}
+			br.held++
+			br.read++
+		}
+		return n, err
+	}
 	if br.read >= br.held {
 		want := int64(bodyChunk)
 		if br.held == 0 && br.declared > 0 {
