@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -41,6 +42,7 @@ func TestEndToEnd(t *testing.T) {
 		{"stop_releases", e2eStopReleases},
 		{"touch_keeps_reservation", e2eTouch},
 		{"list_and_cancel", e2eListCancel},
+		{"queue_pages", e2eQueuePages},
 	} {
 		t.Run(st.name, func(t *testing.T) { st.f(ctx, t, c) })
 		select {
@@ -427,6 +429,40 @@ func e2eListCancel(ctx context.Context, t *testing.T, c *Client) {
 	}
 	if q := mustQueue(ctx, t, c, "listing"); q.Counts.Delayed != 20 {
 		t.Errorf("after cancel: %+v", q.Counts)
+	}
+}
+
+// e2eQueuePages pages through the queues (GET queues answers pages of
+// limit with next_cursor) and ListQueues follows the pages.
+func e2eQueuePages(ctx context.Context, t *testing.T, c *Client) {
+	for _, q := range []string{"page-a", "page-b", "page-c"} {
+		if _, err := c.CreateQueue(ctx, q, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := c.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	cursor := ""
+	for i := 0; i <= len(all); i++ {
+		p, err := c.ListQueuesPage(ctx, 2, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Queues) > 2 {
+			t.Fatalf("page of %d queues, limit 2", len(p.Queues))
+		}
+		for _, q := range p.Queues {
+			seen = append(seen, q.Name)
+		}
+		if cursor = p.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(seen) != len(all) || !slices.IsSorted(seen) || !slices.Contains(seen, "page-b") {
+		t.Fatalf("pages gave %v; ListQueues gave %d queues", seen, len(all))
 	}
 }
 

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strconv"
 )
 
 // CreateQueue creates queue name with cfg (nil: the namespace defaults), or
@@ -42,15 +44,47 @@ func (c *Client) GetQueue(ctx context.Context, name string) (*Queue, error) {
 	return &q, nil
 }
 
-// ListQueues returns every queue of the namespace.
+// ListQueues returns every queue of the namespace, fetching page after
+// page (the server answers at most 1000 queues a page).
 func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
-	var out struct {
-		Queues []Queue `json:"queues"`
+	var all []Queue
+	cursor := ""
+	for {
+		p, err := c.ListQueuesPage(ctx, 0, cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Queues...)
+		// A server that answered an empty page with a cursor would loop us.
+		if p.NextCursor == "" || len(p.Queues) == 0 {
+			return all, nil
+		}
+		cursor = p.NextCursor
 	}
-	if _, err := c.do(ctx, request{method: http.MethodGet, path: c.nsPath() + "/queues", retry: true}, &out); err != nil {
+}
+
+// QueuePage is one page of queues, in name order; NextCursor is empty on
+// the last.
+type QueuePage struct {
+	Queues     []Queue `json:"queues"`
+	NextCursor string  `json:"next_cursor,omitempty"`
+}
+
+// ListQueuesPage fetches one page of at most limit queues (0: the server's
+// default, 1000) starting at cursor ("" for the first page).
+func (c *Client) ListQueuesPage(ctx context.Context, limit int, cursor string) (*QueuePage, error) {
+	v := url.Values{}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+	var page QueuePage
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: c.nsPath() + "/queues", query: v, retry: true}, &page); err != nil {
 		return nil, err
 	}
-	return out.Queues, nil
+	return &page, nil
 }
 
 // Pause stops queue name from handing out jobs; puts are still accepted.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chronoq/chronoq/internal/api/beanstalk"
 	httpapi "github.com/chronoq/chronoq/internal/api/http"
+	"github.com/chronoq/chronoq/internal/api/httpkit"
 	lmstfyapi "github.com/chronoq/chronoq/internal/api/lmstfy"
 	rtws "github.com/chronoq/chronoq/internal/api/ws"
 	"github.com/chronoq/chronoq/internal/broker"
@@ -126,6 +127,9 @@ func serve(args []string) error {
 	if c.maxPayload <= 0 || c.maxPayload > 64<<20 {
 		return fmt.Errorf("--max-payload: must be between 1 and %d bytes, got %d", 64<<20, c.maxPayload)
 	}
+	if c.adminToken != "" && len(c.adminToken) < httpkit.MinTokenLen {
+		return fmt.Errorf("--admin-token: must be at least %d characters, got %d", httpkit.MinTokenLen, len(c.adminToken))
+	}
 	if c.httpAddr == "" && c.adminAddr == "" {
 		return errors.New("no listener: give --http and/or --admin an address")
 	}
@@ -172,6 +176,8 @@ func serve(args []string) error {
 		MaxWait:     600 * time.Second,
 		Logger:      lg,
 		Observe:     func(op string, code int, d time.Duration) { m.Request("lmstfy", op, code, d) },
+		Bodies:      api.Bodies(),   // one body budget and one auth brake
+		Failures:    api.Failures(), // across the HTTP and lmstfy listeners
 	})
 	// real time: WebSocket and SSE on the main listener, forced disconnects
 	// on the admin listener

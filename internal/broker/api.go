@@ -151,6 +151,11 @@ func (b *Broker) ListQueues(ctx context.Context, ns string) ([]engine.QueueInfo,
 	return call(b, ctx, func(now time.Time) ([]engine.QueueInfo, error) { return b.eng.Queues(now, ns) })
 }
 
+// QueuePage describes one page of the queues of a namespace.
+func (b *Broker) QueuePage(ctx context.Context, ns string, req engine.QueueListRequest) (engine.QueueList, error) {
+	return call(b, ctx, func(now time.Time) (engine.QueueList, error) { return b.eng.QueuePage(now, ns, req) })
+}
+
 // AllQueues describes every queue (metrics).
 func (b *Broker) AllQueues(ctx context.Context) ([]engine.QueueInfo, error) {
 	return call(b, ctx, func(now time.Time) ([]engine.QueueInfo, error) { return b.eng.AllQueues(now), nil })

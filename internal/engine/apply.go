@@ -234,7 +234,8 @@ func (e *Engine) applyJob(img *JobImage) {
 		}
 	}
 	e.seq = max(e.seq, img.Seq)
-	e.nonce = max(e.nonce, img.Nonce)
+	// img.Nonce is random (receiptNonces), not a count: e.nonce only counts
+	// reservations, and counters records carry it.
 
 	// ext: everything rare.
 	x := e.ext[slot]

@@ -110,7 +110,11 @@ func (e *Engine) ReserveJob(now time.Time, ns, qn, id string, ttr *time.Duration
 	img.Phase = phaseReserved
 	img.Flags &^= fBuried
 	img.Attempt++
-	img.Nonce = e.nonce + 1
+	nonces, err := e.receiptNonces(1)
+	if err != nil {
+		return Job{}, err
+	}
+	img.Nonce = nonces[0]
 	img.ResvTTR = img.TTR
 	if ttr != nil {
 		if *ttr < time.Millisecond || *ttr > MaxTTR {

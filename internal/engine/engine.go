@@ -38,7 +38,8 @@ type Options struct {
 	// matters when a command is decided, never on replay: the chosen
 	// activation time is in the record.
 	Seed uint64
-	// Entropy feeds ULID generation; nil uses crypto/rand.
+	// Entropy feeds ULID generation and the random half of receipts; nil
+	// uses crypto/rand. Tests pass a seeded source.
 	Entropy io.Reader
 	// OnFirstTake, when set, is told how long each job waited between its
 	// activation and its first delivery (the produce→consume latency).
@@ -114,10 +115,12 @@ type Engine struct {
 	seq   uint64 // last enqueue sequence number handed out
 	nonce uint64 // last reservation number handed out
 
-	rng     *mrand.Rand
-	entropy io.Reader
-	crons   map[string]cron.Schedule
-	tokens  map[string]token // by token hash
+	rng      *mrand.Rand
+	entropy  io.Reader // monotonic ULID entropy
+	random   io.Reader // Options.Entropy itself: receipt nonces
+	nonceBuf []byte
+	crons    map[string]cron.Schedule
+	tokens   map[string]token // by token hash
 
 	stats        Stats
 	live         map[uint32]int64 // segment → bytes of live payloads and results
@@ -154,6 +157,7 @@ func New(opts Options) *Engine {
 		tagIndex: make(map[string]map[uint32]struct{}),
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		entropy:  ulid.Monotonic(ent, 0),
+		random:   ent,
 		crons:    make(map[string]cron.Schedule),
 		tokens:   make(map[string]token),
 		dirty:    make(map[uint32]struct{}),

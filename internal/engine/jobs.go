@@ -195,6 +195,12 @@ func (e *Engine) matches(slot uint32, f *Filter, mask uint8) bool {
 }
 
 func checkFilter(f *Filter) error {
+	if len(f.States) > MaxFilterStates {
+		return badf("state", "at most %d states, got %d", MaxFilterStates, len(f.States))
+	}
+	if err := checkKey(f.Key); err != nil {
+		return err
+	}
 	for _, s := range f.States {
 		if s == StateNone || s >= StateGone {
 			return badf("state", "unknown state")
@@ -406,9 +412,15 @@ func (e *Engine) Respawn(now time.Time, ns, qn string, req RespawnRequest) (int,
 		if len(req.IDs) > MaxBatch {
 			return 0, badf("ids", "at most %d ids, got %d", MaxBatch, len(req.IDs))
 		}
+		seen := make(map[uint32]struct{}, len(req.IDs))
 		for _, id := range req.IDs {
 			k := makeIDKey(id)
-			if s := e.idLookup(q.idx, &k); s != noSlot && e.jobs.get(s).state == StateDead && !slices.Contains(slots, s) {
+			s := e.idLookup(q.idx, &k)
+			if s == noSlot || e.jobs.get(s).state != StateDead {
+				continue
+			}
+			if _, dup := seen[s]; !dup {
+				seen[s] = struct{}{}
 				slots = append(slots, s)
 			}
 		}

@@ -159,6 +159,60 @@ func (e *Engine) Queues(now time.Time, ns string) ([]QueueInfo, error) {
 	return out, nil
 }
 
+// QueueListRequest pages through the queues of a namespace in name order.
+type QueueListRequest struct {
+	Limit  int    // 1..MaxListLimit; 0 means DefaultQueueListLimit
+	Cursor string // from the previous page's NextCursor
+}
+
+// QueueList is one page of queues.
+type QueueList struct {
+	Queues     []QueueInfo
+	NextCursor string // empty on the last page
+}
+
+// DefaultQueueListLimit is a page's size when the client gives none; large
+// enough that a small deployment sees all its queues in one page.
+const DefaultQueueListLimit = 1000
+
+// QueuePage answers one page of a namespace's queues, sorted by name. The
+// cursor is the last name of the previous page, so a queue created or
+// deleted between pages moves no other queue across the boundary.
+func (e *Engine) QueuePage(now time.Time, ns string, req QueueListRequest) (QueueList, error) {
+	e.Advance(now)
+	limit := req.Limit
+	if limit == 0 {
+		limit = DefaultQueueListLimit
+	}
+	if limit < 0 || limit > MaxListLimit {
+		return QueueList{}, badf("limit", "must be between 1 and %d, got %d", MaxListLimit, req.Limit)
+	}
+	if req.Cursor != "" && !ValidQueueName(req.Cursor) {
+		return QueueList{}, badf("cursor", "invalid cursor %q: pass the next_cursor of the previous page", req.Cursor)
+	}
+	nsObj, err := e.findNS(ns)
+	if err != nil {
+		return QueueList{}, err
+	}
+	names := make([]string, 0, min(len(nsObj.queues), limit+1))
+	for name := range nsObj.queues {
+		if name > req.Cursor {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var out QueueList
+	if len(names) > limit {
+		names = names[:limit]
+		out.NextCursor = names[limit-1]
+	}
+	out.Queues = make([]QueueInfo, len(names))
+	for i, name := range names {
+		out.Queues[i] = e.info(e.queues[nsObj.queues[name]])
+	}
+	return out, nil
+}
+
 // AllQueues describes every queue of every namespace (for metrics).
 func (e *Engine) AllQueues(now time.Time) []QueueInfo {
 	e.Advance(now)

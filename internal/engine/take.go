@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -22,6 +25,9 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 	if len(req.Queues) == 0 {
 		return nil, badf("queues", "name at least one queue")
 	}
+	if len(req.Queues) > MaxTakeQueues {
+		return nil, badf("queues", "at most %d queues per take, got %d", MaxTakeQueues, len(req.Queues))
+	}
 	var ttr uint32
 	if req.TTR != nil {
 		if *req.TTR < time.Millisecond || *req.TTR > MaxTTR {
@@ -39,29 +45,37 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 		}
 	}
 	picked := e.tmp[:0]
-	seen := 0
-	for i, name := range req.Queues {
+	var visited map[uint32]struct{} // queues already drawn from; a name listed twice counts once
+	if len(req.Queues) > 1 {
+		visited = make(map[uint32]struct{}, len(req.Queues))
+	}
+	for _, name := range req.Queues {
 		if len(picked) >= n {
 			break
 		}
-		dupName := false
-		for _, prev := range req.Queues[:i] {
-			dupName = dupName || prev == name
-		}
 		qi, ok := nsObj.queues[name]
-		if !ok || dupName {
+		if !ok {
 			continue
+		}
+		if visited != nil {
+			if _, dup := visited[qi]; dup {
+				continue
+			}
+			visited[qi] = struct{}{}
 		}
 		q := e.queues[qi]
 		if q.paused {
 			continue
 		}
 		picked = e.hbest(&q.ready, n-len(picked), picked)
-		seen++
 	}
 	e.tmp = picked
 	if len(picked) == 0 {
 		return nil, nil
+	}
+	nonces, err := e.receiptNonces(len(picked))
+	if err != nil {
+		return nil, err
 	}
 	for i, slot := range picked {
 		q := e.queues[e.jobs.get(slot).queue]
@@ -71,7 +85,7 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 		img := &r.Job
 		img.Phase = phaseReserved
 		img.Attempt++
-		img.Nonce = e.nonce + uint64(i) + 1
+		img.Nonce = nonces[i]
 		img.ResvTTR = img.TTR
 		if ttr != 0 {
 			img.ResvTTR = ttr
@@ -95,6 +109,31 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 	return out, nil
 }
 
+// receiptNonces draws one random reservation nonce per job from the
+// caller's entropy source (Options.Entropy). The nonce is the secret half of
+// a receipt: with 64 random bits, a worker that knows its own receipts
+// cannot derive another worker's. It goes into the job's log record, so
+// replay never draws.
+func (e *Engine) receiptNonces(n int) ([]uint64, error) {
+	buf := e.nonceBuf[:0]
+	buf = slices.Grow(buf, 8*n)[:8*n]
+	e.nonceBuf = buf
+	if _, err := io.ReadFull(e.random, buf); err != nil {
+		return nil, fmt.Errorf("drawing receipt nonces: %w", err)
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		v := binary.LittleEndian.Uint64(buf[8*i:])
+		if v == 0 {
+			v = 1 // 0 means "not reserved" in job images
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// formatReceipt writes a receipt: the job's sequence number and the
+// reservation's random nonce, both in base 36 (at most 13 + 1 + 13 bytes).
 func formatReceipt(seq, nonce uint64) string {
 	return strconv.FormatUint(seq, 36) + "-" + strconv.FormatUint(nonce, 36)
 }

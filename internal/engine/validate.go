@@ -22,15 +22,26 @@ const (
 	MaxNSLen        = 64
 	MaxQueueNameLen = 200
 	MaxTries        = 0xffff
+	// MaxTakeQueues caps the queues one take (or consume) may name: the
+	// broker loop walks them for every take and every wake-up, so their
+	// number must not be the client's to choose.
+	MaxTakeQueues = 100
+	// MaxFilterStates caps the states of a filter: there are seven states,
+	// so a longer list only repeats them.
+	MaxFilterStates = 7
 )
 
-func validName(s string, maxLen int) bool {
-	if len(s) == 0 || len(s) > maxLen {
+// ValidName is the one name rule of every protocol: 1 to maxLen of
+// A-Z a-z 0-9 _ . - (and ':' when colon is set, for job ids), but never
+// "." or "..": the charset allows them, yet an HTTP path holding them is
+// cleaned away, so such a queue or job could never be addressed there.
+func ValidName(s string, maxLen int, colon bool) bool {
+	if len(s) == 0 || len(s) > maxLen || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || colon && c == ':') {
 			return false
 		}
 	}
@@ -38,24 +49,13 @@ func validName(s string, maxLen int) bool {
 }
 
 // ValidNamespaceName reports whether s is a valid namespace name.
-func ValidNamespaceName(s string) bool { return validName(s, MaxNSLen) }
+func ValidNamespaceName(s string) bool { return ValidName(s, MaxNSLen, false) }
 
 // ValidQueueName reports whether s is a valid queue (or channel) name.
-func ValidQueueName(s string) bool { return validName(s, MaxQueueNameLen) }
+func ValidQueueName(s string) bool { return ValidName(s, MaxQueueNameLen, false) }
 
 // ValidJobID reports whether s is a valid client-chosen job id.
-func ValidJobID(s string) bool {
-	if len(s) == 0 || len(s) > MaxIDLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func ValidJobID(s string) bool { return ValidName(s, MaxIDLen, true) }
 
 func checkNames(ns, q string) error {
 	if !ValidNamespaceName(ns) {

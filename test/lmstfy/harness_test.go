@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/api/httpkit"
 	"github.com/chronoq/chronoq/internal/api/lmstfy"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/wal"
@@ -57,7 +58,10 @@ func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t}
 	bo := broker.Options{Dir: t.TempDir(), Logger: quiet, WAL: wal.Options{Sync: o.sync, Logger: quiet}}
-	lo := lmstfy.Options{AdminToken: o.adminToken, RequireAuth: o.requireAuth, Logger: quiet, MaxWait: o.maxWait}
+	lo := lmstfy.Options{AdminToken: o.adminToken, RequireAuth: o.requireAuth, Logger: quiet, MaxWait: o.maxWait,
+		// The auth tests fail on purpose from one address; the brake on
+		// failed authentication has its own tests (internal/api/httpkit).
+		Failures: httpkit.NewFailureLimiter(1<<20, 0, 0, nil)}
 	if o.fake {
 		e.clock = &fakeClock{}
 		e.clock.ns.Store(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano())

@@ -37,7 +37,7 @@ func escaped(c byte) bool { return strings.IndexByte("+/;$()", c) >= 0 }
 func queueOf(tube string) (string, bool) {
 	plain := true
 	for i := 0; i < len(tube); i++ {
-		if escaped(tube[i]) || tube[i] == '.' && (i+1 < len(tube) && tube[i+1] == '.' || i > 0 && tube[i-1] == '.') {
+		if escaped(tube[i]) || tube[i] == '.' && (i+1 < len(tube) && tube[i+1] == '.' || i > 0 && tube[i-1] == '.' || tube == ".") {
 			plain = false
 			break
 		}
@@ -48,7 +48,8 @@ func queueOf(tube string) (string, bool) {
 	var b strings.Builder
 	for i := 0; i < len(tube); i++ {
 		c := tube[i]
-		inRun := c == '.' && (i+1 < len(tube) && tube[i+1] == '.' || i > 0 && tube[i-1] == '.')
+		// The tube "." is escaped too: "." is no queue name (engine.ValidName).
+		inRun := c == '.' && (i+1 < len(tube) && tube[i+1] == '.' || i > 0 && tube[i-1] == '.' || tube == ".")
 		if escaped(c) || inRun {
 			b.WriteString("..")
 			b.WriteByte(hexDigits[c>>4])

@@ -85,7 +85,13 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.b.RevokeToken(r.Context(), ns, r.PathValue("token")); err != nil {
+	tok := r.PathValue("token")
+	// Revoking is idempotent in the broker; answering 204 for a token that
+	// never existed would hide a typo, so an unknown token is 404.
+	if got, ok := s.b.TokenNamespace(tok); !ok || got != ns {
+		return newAPIError(http.StatusNotFound, "not_found", "namespace %q has no such token", ns)
+	}
+	if err := s.b.RevokeToken(r.Context(), ns, tok); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

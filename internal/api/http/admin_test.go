@@ -34,6 +34,19 @@ func TestListNamespaces(t *testing.T) {
 		`{"namespaces":[{"name":"default","auto_create_queues":true},{"name":"b","auto_create_queues":false}]}`)
 }
 
+// TestRevokeUnknownToken: revoking a token that does not exist (or belongs
+// to another namespace) is 404, so a typo does not read as success.
+func TestRevokeUnknownToken(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.f.tokens = map[string]string{"tok-1": "billing"}
+	e.admin("DELETE", "/admin/namespaces/billing/tokens/nope", ``).apiErr(http.StatusNotFound, "not_found", "no such token")
+	e.admin("DELETE", "/admin/namespaces/other/tokens/tok-1", ``).apiErr(http.StatusNotFound, "not_found")
+	if args, ok := e.f.calls["RevokeToken"]; ok {
+		t.Fatalf("backend asked to revoke an unknown token: %v", args)
+	}
+	e.admin("DELETE", "/admin/namespaces/billing/tokens/tok-1", ``).status(http.StatusNoContent)
+}
+
 func TestTokens(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.f.token = "tok-1"
@@ -44,6 +57,7 @@ func TestTokens(t *testing.T) {
 	e.admin("POST", "/admin/namespaces/billing/tokens", ``).status(http.StatusCreated)
 	e.admin("POST", "/admin/namespaces/billing/tokens", `{"description":1}`).badReq("description")
 	e.admin("POST", "/admin/namespaces/bad!/tokens", ``).badReq("namespace")
+	e.f.tokens = map[string]string{"tok-1": "billing"}
 	r := e.admin("DELETE", "/admin/namespaces/billing/tokens/tok-1", ``).status(http.StatusNoContent)
 	if r.body != "" {
 		t.Fatalf("204 with body %q", r.body)

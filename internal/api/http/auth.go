@@ -1,9 +1,11 @@
 package httpapi
 
 import (
-	"crypto/subtle"
 	"net/http"
+	"strconv"
 	"strings"
+
+	"github.com/chronoq/chronoq/internal/api/httpkit"
 )
 
 // scope says who may call a route.
@@ -15,46 +17,38 @@ const (
 	scopeAdmin                  // admin listener: the admin token when one is configured
 )
 
+// authorize applies httpkit's one auth rule (internal/api/httpkit/auth.go)
+// and words its refusals in this API's error shape.
 func (s *Server) authorize(r *http.Request, sc scope) error {
-	switch sc {
-	case scopePublic:
-		return nil
-	case scopeAdmin:
-		if s.opts.AdminToken == "" {
-			return nil
-		}
-	case scopeNamespace:
-		// Loopback development mode: nothing configured, nothing asked. The
-		// moment a token exists, every call must present one.
-		if !s.opts.RequireAuth && s.opts.AdminToken == "" && !s.b.HasTokens() {
-			return nil
-		}
-	}
-	tok, ok := bearer(r)
-	if !ok {
-		return newAPIError(http.StatusUnauthorized, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
-	}
-	if s.isAdminToken(tok) {
+	if sc == scopePublic {
 		return nil
 	}
-	ns, known := s.b.TokenNamespace(tok)
-	if !known {
-		return newAPIError(http.StatusUnauthorized, "unauthorized", "unknown token")
-	}
+	need := httpkit.NeedNamespace
 	if sc == scopeAdmin {
+		need = httpkit.NeedAdmin
+	}
+	tok, _ := bearer(r)
+	ns := r.PathValue("ns")
+	v := s.auth.Decide(r, need, ns, tok)
+	switch v.Reason {
+	case httpkit.Allowed:
+		return nil
+	case httpkit.Missing:
+		return newAPIError(http.StatusUnauthorized, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
+	case httpkit.Unknown:
+		return newAPIError(http.StatusUnauthorized, "unauthorized", "unknown token")
+	case httpkit.NotAdmin:
 		return newAPIError(http.StatusForbidden, "forbidden", "admin calls need the admin token, not a namespace token")
+	case httpkit.WrongNamespace:
+		got, _ := s.b.TokenNamespace(tok)
+		return newAPIError(http.StatusForbidden, "forbidden", "token of namespace %q cannot be used on namespace %q", got, ns)
+	case httpkit.Throttled:
+		e := newAPIError(http.StatusTooManyRequests, "rate_limited", "%s", v.Message)
+		e.retryAfter = strconv.Itoa(v.RetryAfterSeconds())
+		return e
+	default: // httpkit.Foreign
+		return newAPIError(http.StatusForbidden, "forbidden", "%s", v.Message)
 	}
-	if want := r.PathValue("ns"); ns != want {
-		return newAPIError(http.StatusForbidden, "forbidden", "token of namespace %q cannot be used on namespace %q", ns, want)
-	}
-	return nil
-}
-
-// isAdminToken compares in constant time so the comparison does not leak
-// how much of a guess was right.
-func (s *Server) isAdminToken(tok string) bool {
-	a := s.opts.AdminToken
-	return a != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a)) == 1
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header;

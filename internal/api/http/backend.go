@@ -31,7 +31,8 @@ type Backend interface {
 	// Queues.
 	PutQueue(ctx context.Context, ns, q string, patch engine.QueuePatch) (info engine.QueueInfo, created bool, err error)
 	GetQueue(ctx context.Context, ns, q string) (engine.QueueInfo, error)
-	ListQueues(ctx context.Context, ns string) ([]engine.QueueInfo, error)
+	// QueuePage answers one page of a namespace's queues in name order.
+	QueuePage(ctx context.Context, ns string, req engine.QueueListRequest) (engine.QueueList, error)
 	SetPaused(ctx context.Context, ns, q string, paused bool) (engine.QueueInfo, error)
 	PurgeQueue(ctx context.Context, ns, q string) (deleted int, err error)
 	DeleteQueue(ctx context.Context, ns, q string) error

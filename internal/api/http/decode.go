@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chronoq/chronoq/internal/engine"
 )
@@ -137,8 +138,74 @@ func (o *object) get(name string) (json.RawMessage, bool) {
 	return raw, true
 }
 
-func (o *object) str(name string) string {
+// text is get for fields whose strings are kept (badText).
+func (o *object) text(name string) (json.RawMessage, bool) {
 	raw, ok := o.get(name)
+	if ok {
+		if msg := badText(raw); msg != "" {
+			o.fail(name, "%s", msg)
+			return nil, false
+		}
+	}
+	return raw, ok
+}
+
+// badText finds text that valid JSON syntax lets through but that cannot be
+// stored and sent back as valid JSON: bytes that are not UTF-8, and
+// surrogate escapes that do not form a pair ("\ud800"), which
+// encoding/json would silently turn into U+FFFD. Binary data has its own
+// base64 fields. raw must be valid JSON; the answer is "" or the problem.
+func badText(raw []byte) string {
+	if !utf8.Valid(raw) {
+		return "contains bytes that are not valid UTF-8 (send binary data base64-encoded)"
+	}
+	// In valid JSON a backslash occurs only inside strings and starts an
+	// escape, so a plain scan from escape to escape never misreads.
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++ // a one-character escape, possibly an escaped backslash
+			continue
+		}
+		r := hex4(raw[i+2 : i+6])
+		switch {
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+12 <= len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u' {
+				if lo := hex4(raw[i+8 : i+12]); lo >= 0xdc00 && lo <= 0xdfff {
+					i += 11
+					continue
+				}
+			}
+			return fmt.Sprintf("contains an unpaired surrogate escape %s (not valid Unicode text)", raw[i:i+6])
+		case r >= 0xdc00 && r <= 0xdfff:
+			return fmt.Sprintf("contains an unpaired surrogate escape %s (not valid Unicode text)", raw[i:i+6])
+		}
+		i += 5
+	}
+	return ""
+}
+
+// hex4 reads the four hex digits of a \u escape (valid JSON guarantees them).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		}
+	}
+	return r
+}
+
+func (o *object) str(name string) string {
+	raw, ok := o.text(name)
 	if !ok {
 		return ""
 	}
@@ -351,7 +418,7 @@ func (o *object) optTime(name string) *time.Time {
 // strMap reads an object of strings; present is true even for an empty
 // object so callers can tell "clear the tags" from "leave them".
 func (o *object) strMap(name string) (m map[string]string, present bool) {
-	raw, ok := o.get(name)
+	raw, ok := o.text(name)
 	if !ok {
 		return nil, false
 	}
@@ -396,6 +463,9 @@ func (o *object) list(name string) ([]json.RawMessage, bool) {
 }
 
 func (o *object) strList(name string) ([]string, bool) {
+	if _, ok := o.text(name); !ok {
+		return nil, false
+	}
 	items, ok := o.list(name)
 	if !ok {
 		return nil, false
@@ -435,6 +505,10 @@ func (o *object) anyJSON(name string) (data []byte, present bool) {
 	}
 	raw, ok := o.m[name]
 	if !ok {
+		return nil, false
+	}
+	if msg := badText(raw); msg != "" {
+		o.fail(name, "%s", msg)
 		return nil, false
 	}
 	var buf bytes.Buffer

@@ -221,7 +221,8 @@ func encodeQueue(q *engine.QueueInfo) queueJSON {
 }
 
 type queuesJSON struct {
-	Queues []queueJSON `json:"queues"`
+	Queues     []queueJSON `json:"queues"`
+	NextCursor string      `json:"next_cursor,omitempty"`
 }
 
 // resultJSON is the answer of GET .../result: state, plus the result once

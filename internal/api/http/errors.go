@@ -16,9 +16,10 @@ var ErrUnavailable = errors.New("unavailable")
 // apiError is an error that this package decides on its own, for things the
 // engine knows nothing about: auth, routing, body size.
 type apiError struct {
-	status int
-	code   string
-	msg    string
+	status     int
+	code       string
+	msg        string
+	retryAfter string // Retry-After header, when set
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -82,6 +83,10 @@ type errorDetail struct {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := classify(err)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.retryAfter != "" {
+		w.Header().Set("Retry-After", ae.retryAfter)
+	}
 	switch status {
 	case http.StatusInternalServerError:
 		s.log.Error("http request failed", "method", r.Method, "path", r.URL.Path, "err", err)

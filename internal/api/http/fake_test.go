@@ -127,8 +127,8 @@ func (f *fakeBackend) GetQueue(_ context.Context, ns, q string) (engine.QueueInf
 	return f.queue, f.rec("GetQueue", ns, q)
 }
 
-func (f *fakeBackend) ListQueues(_ context.Context, ns string) ([]engine.QueueInfo, error) {
-	return f.queues, f.rec("ListQueues", ns)
+func (f *fakeBackend) QueuePage(_ context.Context, ns string, req engine.QueueListRequest) (engine.QueueList, error) {
+	return engine.QueueList{Queues: f.queues}, f.rec("QueuePage", ns, req)
 }
 
 func (f *fakeBackend) SetPaused(_ context.Context, ns, q string, paused bool) (engine.QueueInfo, error) {
@@ -253,7 +253,14 @@ func (e *env) do(h http.Handler, method, path, body string, header ...string) *r
 		r = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, path, r)
+	// A local client by default (the open mode answers only those); a
+	// "Host" pair in header overrides it.
+	req.Host = "127.0.0.1:8080"
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	rec := httptest.NewRecorder()

@@ -103,7 +103,7 @@ func FuzzDecodeAck(f *testing.F) {
 			checkStoredJSON(t, "result", req.Result)
 		}
 		if req.Next != nil {
-			if !validName(req.Next.Queue, maxQueueLen, false) {
+			if !engine.ValidQueueName(req.Next.Queue) {
 				t.Fatalf("next queue %q accepted", req.Next.Queue)
 			}
 			checkPut(t, req.Next.Put)

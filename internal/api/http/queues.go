@@ -1,17 +1,27 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
 	ns, err := pathNS(r)
 	if err != nil {
 		return err
 	}
-	qs, err := s.b.ListQueues(r.Context(), ns)
+	v := r.URL.Query()
+	limit, err := queryLimit(v, engine.DefaultQueueListLimit)
 	if err != nil {
 		return err
 	}
-	out := queuesJSON{Queues: make([]queueJSON, len(qs))}
+	page, err := s.b.QueuePage(r.Context(), ns, engine.QueueListRequest{Limit: limit, Cursor: v.Get("cursor")})
+	if err != nil {
+		return err
+	}
+	qs := page.Queues
+	out := queuesJSON{Queues: make([]queueJSON, len(qs)), NextCursor: page.NextCursor}
 	for i := range qs {
 		out.Queues[i] = encodeQueue(&qs[i])
 	}

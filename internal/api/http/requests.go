@@ -253,6 +253,9 @@ func decodeTake(body []byte, multi bool, lim limits) (engine.TakeRequest, time.D
 		if o.err == nil && (!ok || len(qs) == 0) {
 			o.fail("queues", "missing: list at least one queue")
 		}
+		if o.err == nil && len(qs) > maxTakeQueues {
+			o.fail("queues", "at most %d queues per take, got %d", maxTakeQueues, len(qs))
+		}
 		for i, q := range qs {
 			o.setErr(checkQueue(indexPath(o.field("queues"), i), q))
 		}

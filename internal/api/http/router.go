@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net/http"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/api/httpkit"
 )
 
 // handler is a route's code: it writes its own success answer and returns
@@ -33,9 +35,9 @@ func (rt *router) handleHTTP(pattern string, sc scope, h http.Handler) {
 	rt.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if obs := rt.s.opts.Observe; obs != nil {
 			start := time.Now()
-			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			sw := httpkit.NewStatusWriter(w)
 			w = sw
-			defer func() { obs(pattern, sw.status, time.Since(start)) }()
+			defer func() { obs(pattern, sw.Status, time.Since(start)) }()
 		}
 		if err := rt.s.authorize(r, sc); err != nil {
 			rt.s.writeError(w, r, err)
@@ -44,20 +46,6 @@ func (rt *router) handleHTTP(pattern string, sc scope, h http.Handler) {
 		h.ServeHTTP(w, r)
 	}))
 }
-
-// statusWriter remembers the status code for request metrics.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the connection (flush, deadlines).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := rt.mux.Handler(r); pattern != "" {

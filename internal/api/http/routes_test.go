@@ -51,6 +51,7 @@ var everyAdminRoute = []struct{ method, path, body string }{
 func TestEveryRouteUnavailable(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.f.err = fmt.Errorf("%w: shutting down", ErrUnavailable)
+	e.f.tokens = map[string]string{"t": "n"}
 	for _, rt := range everyRoute {
 		r := e.main(rt.method, strings.ReplaceAll(rt.path, "{ns}", "default"), rt.body)
 		r.apiErr(http.StatusServiceUnavailable, "unavailable", "shutting down")

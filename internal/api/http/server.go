@@ -5,14 +5,15 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"runtime/debug"
 	"slices"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/api/httpkit"
+	"github.com/chronoq/chronoq/internal/engine"
 )
 
 // Options configure a Server. Zero values pick the documented defaults.
@@ -41,6 +42,14 @@ type Options struct {
 	// Observe, when set, is told each request's route pattern, status code
 	// and duration (request metrics).
 	Observe func(op string, code int, d time.Duration)
+	// Bodies bounds the memory of request bodies being read; share it
+	// with the other listeners' servers (Server.Bodies). Default: a budget
+	// of httpkit.BodyBudgetFor(MaxBody) of this server's own.
+	Bodies *httpkit.BodyBudget
+	// Failures brakes sources that keep failing authentication; share it
+	// like Bodies (Server.Failures). Default: one of this server's own with
+	// httpkit's defaults.
+	Failures *httpkit.FailureLimiter
 }
 
 // Server holds the two handlers of the HTTP API.
@@ -52,6 +61,7 @@ type Server struct {
 	log     *slog.Logger
 	main    *router
 	admin   *router
+	auth    httpkit.Auth
 }
 
 const (
@@ -74,12 +84,25 @@ func New(b Backend, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Bodies == nil {
+		opts.Bodies = httpkit.NewBodyBudget(httpkit.BodyBudgetFor(opts.MaxBody))
+	}
+	if opts.Failures == nil {
+		opts.Failures = httpkit.NewFailureLimiter(0, 0, 0, nil)
+	}
 	s := &Server{
 		b:       b,
 		opts:    opts,
 		lim:     limits{maxPayload: opts.MaxPayload, maxWait: opts.MaxWait},
 		maxBody: opts.MaxBody,
 		log:     opts.Logger,
+		auth: httpkit.Auth{
+			AdminToken:     opts.AdminToken,
+			RequireAuth:    opts.RequireAuth,
+			HasTokens:      b.HasTokens,
+			TokenNamespace: b.TokenNamespace,
+			Failures:       opts.Failures,
+		},
 	}
 	s.main = newRouter(s)
 	s.admin = newRouter(s)
@@ -89,11 +112,25 @@ func New(b Backend, opts Options) *Server {
 }
 
 // Main is the handler of the main listener: /v1 and /healthz.
-func (s *Server) Main() http.Handler { return s.recoverer(s.main) }
+func (s *Server) Main() http.Handler { return s.wrap(s.main) }
 
 // Admin is the handler of the admin listener: /admin, /healthz, /readyz,
 // /debug/pprof/ and /metrics.
-func (s *Server) Admin() http.Handler { return s.recoverer(s.admin) }
+func (s *Server) Admin() http.Handler { return s.wrap(s.admin) }
+
+// Bodies is the body budget, for the other listeners to share.
+func (s *Server) Bodies() *httpkit.BodyBudget { return s.opts.Bodies }
+
+// Failures is the failed-authentication brake, for the other listeners to
+// share.
+func (s *Server) Failures() *httpkit.FailureLimiter { return s.opts.Failures }
+
+// wrap adds panic recovery and the body budget around a listener's routes.
+func (s *Server) wrap(h http.Handler) http.Handler {
+	return httpkit.Recover(s.log, "http", s.opts.Bodies.Wrap(s.maxBody, h), func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errors.New("panic"))
+	})
+}
 
 // Routes lists every "METHOD /pattern" of both listeners, sorted, each once.
 func (s *Server) Routes() []string {
@@ -161,47 +198,6 @@ func (s *Server) registerAdmin() {
 	}
 }
 
-// recoverer keeps one bad request from taking the process down: it logs the
-// panic with its stack and answers 500 if nothing was written yet.
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tw := &trackingWriter{ResponseWriter: w}
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.Error("panic in http handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			if !tw.wrote {
-				s.writeError(tw, r, errors.New("panic"))
-			}
-		}()
-		next.ServeHTTP(tw, r)
-	})
-}
-
-type trackingWriter struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (t *trackingWriter) WriteHeader(status int) {
-	t.wrote = true
-	t.ResponseWriter.WriteHeader(status)
-}
-
-func (t *trackingWriter) Write(b []byte) (int, error) {
-	t.wrote = true
-	return t.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach Flush and deadlines (pprof's
-// profile and trace set write deadlines).
-func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
-
 // readBody reads a request body up to MaxBody. Nothing is decoded before
 // the whole body is in, so an oversized body costs at most MaxBody bytes.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -210,6 +206,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, tooLarge("", "request body is larger than %d bytes", s.maxBody)
+		}
+		var ee *engine.Error
+		if errors.As(err, &ee) {
+			return nil, ee // the body budget (httpkit.ErrBodyBudget): 503
 		}
 		return nil, newAPIError(http.StatusBadRequest, "bad_request", "reading request body: %v", err)
 	}

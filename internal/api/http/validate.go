@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
@@ -20,37 +21,18 @@ const (
 	maxTagBytes      = 256
 	maxKeyBytes      = 256
 	maxDelay         = 87600 * time.Hour // ten years
-	maxNamespaceLen  = 64
-	maxQueueLen      = 200
-	maxJobIDLen      = 128
+	maxNamespaceLen  = engine.MaxNSLen
+	maxQueueLen      = engine.MaxQueueNameLen
+	maxJobIDLen      = engine.MaxIDLen
+	maxTakeQueues    = engine.MaxTakeQueues
 
 	// hardMaxPayload is the largest max_payload a queue may be given
 	// whatever the server's own setting (API.md: hard max 64 MiB).
 	hardMaxPayload = 64 << 20
 )
 
-func nameChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
-}
-
-// validName also refuses "." and "..": the charset allows them, but a URL
-// path holding them is cleaned away, so such a queue could never be
-// addressed.
-func validName(s string, max int, colon bool) bool {
-	if len(s) == 0 || len(s) > max || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !nameChar(c) && !(colon && c == ':') {
-			return false
-		}
-	}
-	return true
-}
-
 func checkNamespace(field, s string) error {
-	if !validName(s, maxNamespaceLen, false) {
+	if !engine.ValidNamespaceName(s) {
 		return badField(field, "invalid namespace name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, maxNamespaceLen)
 	}
 	return nil
@@ -67,14 +49,14 @@ func checkChannel(field, s string) error {
 
 // checkQueue also serves reply_to, which names a queue.
 func checkQueue(field, s string) error {
-	if !validName(s, maxQueueLen, false) {
+	if !engine.ValidQueueName(s) {
 		return badField(field, "invalid name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, maxQueueLen)
 	}
 	return nil
 }
 
 func checkJobID(field, s string) error {
-	if !validName(s, maxJobIDLen, true) {
+	if !engine.ValidJobID(s) {
 		return badField(field, "invalid job id %q: want 1 to %d of A-Z a-z 0-9 _ . : -", s, maxJobIDLen)
 	}
 	return nil

@@ -8,16 +8,15 @@ package lmstfy
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/api/httpkit"
 	"github.com/chronoq/chronoq/internal/engine"
 )
 
@@ -47,6 +46,12 @@ type Options struct {
 	// Clock gives the time a job's ttl and elapsed_ms are computed at; pass
 	// the broker's clock. Default time.Now.
 	Clock func() time.Time
+	// Bodies bounds the memory of request bodies being read, shared with
+	// the native API's listeners. Default: a budget of this server's own.
+	Bodies *httpkit.BodyBudget
+	// Failures brakes sources that keep failing authentication, shared
+	// like Bodies. Default: one of this server's own.
+	Failures *httpkit.FailureLimiter
 }
 
 // Server holds the two handlers of the lmstfy API.
@@ -55,6 +60,7 @@ type Server struct {
 	opts   Options
 	log    *slog.Logger
 	routes map[string]route // "METHOD[ suffix]" → route; see match
+	auth   httpkit.Auth
 }
 
 const (
@@ -81,16 +87,65 @@ func New(b Backend, opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	if opts.Bodies == nil {
+		opts.Bodies = httpkit.NewBodyBudget(httpkit.BodyBudgetFor(opts.MaxBody))
+	}
+	if opts.Failures == nil {
+		opts.Failures = httpkit.NewFailureLimiter(0, 0, 0, nil)
+	}
 	s := &Server{b: b, opts: opts, log: opts.Logger}
+	s.auth = httpkit.Auth{AdminToken: opts.AdminToken, RequireAuth: opts.RequireAuth,
+		HasTokens: b.HasTokens, TokenNamespace: b.TokenNamespace, Failures: opts.Failures}
 	s.routes = s.routeTable()
 	return s
 }
 
 // Main serves everything under /api/ (mount it at "/api/").
-func (s *Server) Main() http.Handler { return s.recoverer(http.HandlerFunc(s.serveAPI)) }
+func (s *Server) Main() http.Handler { return s.wrap(http.HandlerFunc(s.serveAPI)) }
 
 // Admin serves /token/..., /info, /pools and /version.
-func (s *Server) Admin() http.Handler { return s.recoverer(http.HandlerFunc(s.serveAdmin)) }
+func (s *Server) Admin() http.Handler { return s.wrap(http.HandlerFunc(s.gateAdmin)) }
+
+func (s *Server) wrap(h http.Handler) http.Handler {
+	return httpkit.Recover(s.log, "lmstfy", s.opts.Bodies.Wrap(s.opts.MaxBody, h), func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusInternalServerError, "internal error")
+	})
+}
+
+// gateAdmin applies httpkit's auth rule to the admin routes. lmstfy's admin
+// server uses HTTP basic auth, so the token is accepted as the basic auth
+// password (any user name), as a bearer token, or in X-Token; never in
+// ?token=, which POST /token uses for the new token's value.
+func (s *Server) gateAdmin(w http.ResponseWriter, r *http.Request) {
+	var toks []string
+	if _, pw, ok := r.BasicAuth(); ok {
+		toks = append(toks, pw)
+	}
+	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		toks = append(toks, strings.TrimSpace(tok))
+	}
+	toks = append(toks, r.Header.Get("X-Token"))
+	switch v := s.auth.Decide(r, httpkit.NeedAdmin, "", toks...); v.Reason {
+	case httpkit.Allowed:
+		s.serveAdmin(w, r)
+	case httpkit.Throttled, httpkit.Foreign:
+		s.refuse(w, v)
+	default:
+		// gin's BasicAuth answer: a challenge and no body.
+		w.Header().Set("WWW-Authenticate", `Basic realm="Authorization Required"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}
+}
+
+// refuse answers a throttled or foreign request (httpkit.Verdict).
+func (s *Server) refuse(w http.ResponseWriter, v httpkit.Verdict) {
+	if v.Reason == httpkit.Throttled {
+		w.Header().Set("Retry-After", strconv.Itoa(v.RetryAfterSeconds()))
+		writeError(w, http.StatusTooManyRequests, v.Message)
+		return
+	}
+	writeError(w, http.StatusForbidden, v.Message)
+}
 
 // ---------------------------------------------------------------------------
 // Routing
@@ -195,9 +250,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if obs := s.opts.Observe; obs != nil {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := httpkit.NewStatusWriter(w)
 		w = sw
-		defer func() { obs(rt.op, sw.status, time.Since(start)) }()
+		defer func() { obs(rt.op, sw.Status, time.Since(start)) }()
 	}
 	if rt.access == accessConsume {
 		if msg := checkConsumeNames(p.ns, p.q); msg != "" {
@@ -209,8 +264,20 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rt.access != accessPublic {
-		if msg := s.authorize(r, p.ns); msg != "" {
-			writeError(w, http.StatusUnauthorized, msg)
+		if v := s.authorize(r, p.ns); !v.OK() {
+			switch v.Reason {
+			case httpkit.Throttled, httpkit.Foreign:
+				s.refuse(w, v)
+			case httpkit.Missing:
+				writeError(w, http.StatusUnauthorized, "token not found")
+			default:
+				writeError(w, http.StatusUnauthorized, "invalid token")
+			}
+			return
+		}
+	} else if s.auth.Open(httpkit.NeedNamespace) {
+		if msg := httpkit.Guard(r); msg != "" {
+			s.refuse(w, httpkit.Verdict{Reason: httpkit.Foreign, Message: msg})
 			return
 		}
 	}
@@ -223,27 +290,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 // authorize checks the token of an /api call the way lmstfy does: X-Token,
 // else ?token=, an optional "pool:" prefix (chronoq has one pool, so the
 // prefix is accepted and ignored), and a token of the path's namespace. The
-// admin token is every namespace's token. It answers the error message, or
-// "" when the call may go on.
-func (s *Server) authorize(r *http.Request, ns string) string {
-	if !s.opts.RequireAuth && s.opts.AdminToken == "" && !s.b.HasTokens() {
-		return "" // dev mode: nothing configured, nothing asked
-	}
+// admin token is every namespace's token. The decision is httpkit's.
+func (s *Server) authorize(r *http.Request, ns string) httpkit.Verdict {
 	raw := r.Header.Get("X-Token")
 	if raw == "" {
 		raw = r.URL.Query().Get("token")
 	}
-	tok := stripPool(raw)
-	if tok == "" {
-		return "token not found"
-	}
-	if s.isAdminToken(tok) {
-		return ""
-	}
-	if got, ok := s.b.TokenNamespace(tok); !ok || got != ns {
-		return "invalid token"
-	}
-	return ""
+	return s.auth.Decide(r, httpkit.NeedNamespace, ns, stripPool(raw))
 }
 
 // stripPool drops lmstfy's optional "{pool}:" token prefix.
@@ -252,13 +305,6 @@ func stripPool(raw string) string {
 		return tok
 	}
 	return raw
-}
-
-// isAdminToken compares in constant time so a guess learns nothing from
-// how long the comparison took.
-func (s *Server) isAdminToken(tok string) bool {
-	a := s.opts.AdminToken
-	return a != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a)) == 1
 }
 
 // ---------------------------------------------------------------------------
@@ -342,57 +388,3 @@ func (s *Server) writeEngineError(w http.ResponseWriter, r *http.Request, err er
 		writeError(w, http.StatusInternalServerError, "internal error")
 	}
 }
-
-// statusWriter remembers the status code for request metrics.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the connection: a long consume
-// moves the write deadline.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// recoverer keeps one bad request from taking the process down: it logs the
-// panic with its stack and answers 500 if nothing was written yet.
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tw := &trackingWriter{ResponseWriter: w}
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.Error("panic in lmstfy handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			if !tw.wrote {
-				writeError(tw, http.StatusInternalServerError, "internal error")
-			}
-		}()
-		next.ServeHTTP(tw, r)
-	})
-}
-
-type trackingWriter struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (t *trackingWriter) WriteHeader(status int) {
-	t.wrote = true
-	t.ResponseWriter.WriteHeader(status)
-}
-
-func (t *trackingWriter) Write(b []byte) (int, error) {
-	t.wrote = true
-	return t.ResponseWriter.Write(b)
-}
-
-func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
