@@ -192,6 +192,11 @@ func runBeanstalkd(cfg beanstalkdConfig, stop <-chan struct{}) error {
 	if sc.SegmentSize == 0 {
 		sc.SegmentSize = wal.DefaultSegmentSize
 	}
+	// Signals are caught from before the socket opens: whoever sees it
+	// listening may already stop it gracefully.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, append([]os.Signal{syscall.SIGTERM, os.Interrupt}, beanstalk.DrainSignals...)...)
+	defer signal.Stop(sig)
 	ln, err := beanstalkdListener(cfg)
 	if err != nil {
 		return err
@@ -213,9 +218,6 @@ func runBeanstalkd(cfg beanstalkdConfig, stop <-chan struct{}) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, append([]os.Signal{syscall.SIGTERM, os.Interrupt}, beanstalk.DrainSignals...)...)
-	defer signal.Stop(sig)
 	go func() {
 		for {
 			select {
