@@ -15,6 +15,10 @@
 #   bench/peers.sh stop                stop every peer this script started (by PID)
 #   bench/peers.sh status
 #
+# With a peer up, drive it with the bench's own command (the peers' client
+# libraries live only there, not in the chronoq binary), e.g.
+#   go run ./cmd/chronoq-bench --target redis --addr 127.0.0.1:16379 --scenario put
+#
 # Environment: BENCH_DIR (scratch, default /tmp/chronoq-bench), BENCH_BIN
 # (binaries built here, default ~/.cache/chronoq-bench/bin), and the ports
 # BEANSTALKD_PORT BEANSTALKD_MEM_PORT REDIS_PORT NATS_PORT RABBITMQ_PORT.

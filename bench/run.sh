@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs the benchmark matrix: builds chronoq, starts it and the peers
+# Runs the benchmark matrix: builds chronoq and its load generator
+# (cmd/chronoq-bench), starts chronoq and the peers
 # (bench/peers.sh), and runs every scenario × connection count with the
 # targets alternating A/B/C/A/B/C... (REPS repetitions each) because
 # shared machines drift; then writes bench/results/<date>.json (a JSON
-# array of `chronoq bench --json` objects), <date>.cdf.jsonl (the latency
+# array of `chronoq-bench --json` objects), <date>.cdf.jsonl (the latency
 # distributions), <date>.na.txt (cells that could not run, with why) and
 # the plots and a markdown table of medians under bench/results/<date>/;
 # <date>.load.txt has the load average at the start of every repetition
@@ -65,10 +66,11 @@ load() { echo "$(date -u +%FT%TZ) load $(cut -d" " -f1-3 /proc/loadavg) $*" >>"$
 load start
 rm -f "${OUT%.json}.cdf.jsonl"
 
-echo "building chronoq" >&2
+echo "building chronoq and chronoq-bench" >&2
 go build -o "$BENCH_DIR/chronoq" ./cmd/chronoq
-BIN=$BENCH_DIR/chronoq
-SERVER=${CHRONOQ_BIN:-$BIN}
+go build -o "$BENCH_DIR/chronoq-bench" ./cmd/chronoq-bench
+BIN=$BENCH_DIR/chronoq-bench
+SERVER=${CHRONOQ_BIN:-$BENCH_DIR/chronoq}
 
 cq_pid=
 cleanup() {
@@ -100,7 +102,7 @@ run() {
 	shift 4
 	local spec=${SPEC[$label]} out err
 	err=$(mktemp)
-	if out=$("$BIN" bench --target "${spec%@*}" --addr "${spec#*@}" --label "$label" --scenario "$sc" \
+	if out=$("$BIN" --target "${spec%@*}" --addr "${spec#*@}" --label "$label" --scenario "$sc" \
 		--conns "$n" --duration "$dur" --payload "$PAYLOAD" --json --cdf "${OUT%.json}.cdf.jsonl" "$@" 2>"$err"); then
 		echo "$out" >>"$LINES"
 		echo "  $out" >&2
@@ -160,4 +162,4 @@ load end
 } >"$OUT"
 echo "wrote $OUT ($(wc -l <"$LINES") runs)" >&2
 mkdir -p "bench/results/$stamp"
-"$BIN" bench plot "$OUT" "bench/results/$stamp" | tee "bench/results/$stamp/table.md"
+"$BIN" plot "$OUT" "bench/results/$stamp" | tee "bench/results/$stamp/table.md"

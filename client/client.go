@@ -1,4 +1,4 @@
-// Package client is the Go client of chronoq's native HTTP API (API.md):
+// Package client is the Go client of chronoq's native HTTP API (docs/api.md):
 // typed calls for queues, jobs, workers, results, channels and the admin
 // listener, plus Consume, a worker loop that takes, runs, acks or nacks and
 // keeps reservations alive.
@@ -348,7 +348,7 @@ func fmtDuration(d time.Duration) string { return d.String() }
 
 func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// parseDuration reads a duration as API.md allows: a Go duration string or
+// parseDuration reads a duration as docs/api.md allows: a Go duration string or
 // a number of seconds.
 func parseDuration(raw json.RawMessage) (time.Duration, error) {
 	raw = bytes.TrimSpace(raw)

@@ -11,10 +11,10 @@ import (
 )
 
 // Error is an answer the server refused: its HTTP status and the code and
-// message of API.md's error body.
+// message of docs/api.md's error body.
 type Error struct {
 	Status  int    // HTTP status, e.g. 409
-	Code    string // API.md's snake_case code, e.g. "conflict"
+	Code    string // docs/api.md's snake_case code, e.g. "conflict"
 	Message string // human text; for bad_request it starts with the field
 	// RetryAfter is the server's Retry-After (503), zero when absent.
 	RetryAfter time.Duration

@@ -69,7 +69,7 @@ func (j *Job) Decode(v any) error {
 	return json.Unmarshal(j.Payload, v)
 }
 
-// jobWire is the job object of API.md.
+// jobWire is the job object of docs/api.md.
 type jobWire struct {
 	ID            string            `json:"id"`
 	Namespace     string            `json:"namespace,omitempty"`
@@ -104,7 +104,7 @@ func wireTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-// MarshalJSON writes the job in API.md's wire form.
+// MarshalJSON writes the job in docs/api.md's wire form.
 func (j Job) MarshalJSON() ([]byte, error) {
 	w := jobWire{
 		ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, State: j.State,
@@ -127,7 +127,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// UnmarshalJSON reads API.md's job object.
+// UnmarshalJSON reads docs/api.md's job object.
 func (j *Job) UnmarshalJSON(b []byte) error {
 	var w jobWire
 	if err := json.Unmarshal(b, &w); err != nil {
@@ -172,7 +172,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 }
 
 // PutOptions is one job to put: its payload and the optional settings of
-// API.md's put body. The zero value puts a job whose payload is JSON null.
+// docs/api.md's put body. The zero value puts a job whose payload is JSON null.
 type PutOptions struct {
 	// Payload is JSON text, sent as "payload". Nil (with PayloadBytes nil)
 	// means JSON null.
@@ -208,7 +208,7 @@ type PutOptions struct {
 	NoIdempotencyKey bool
 }
 
-// putWire is API.md's put body; Queue is only for ack's "next" and Wait
+// putWire is docs/api.md's put body; Queue is only for ack's "next" and Wait
 // only for call.
 type putWire struct {
 	Queue          string            `json:"queue,omitempty"`

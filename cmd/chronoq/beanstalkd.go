@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/api/beanstalk"
-	"github.com/chronoq/chronoq/internal/broker"
+	"github.com/chronoq/chronoq/internal/server"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -175,83 +175,83 @@ func runBeanstalkd(cfg beanstalkdConfig, stop <-chan struct{}) error {
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	dir := cfg.dir
-	walOpts := wal.Options{SegmentSize: cfg.segment, Logger: lg}
+	sc := server.Default()
+	sc.HTTPAddr, sc.AdminAddr, sc.BeanstalkAddr = "", "", ""
+	sc.DataDir, sc.SegmentSize, sc.Logger = cfg.dir, cfg.segment, lg
+	sc.MaxConnections = 0 // beanstalkd has no connection cap
 	switch {
-	case dir == "":
+	case sc.DataDir == "":
 		// Nothing outlives the process, so syncing would buy nothing.
 		tmp, err := os.MkdirTemp("", "chronoq-beanstalkd-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		dir = tmp
-		walOpts.Sync = wal.SyncNever
+		sc.DataDir = tmp
+		sc.Sync = wal.SyncNever
 	case cfg.noSync:
-		walOpts.Sync = wal.SyncNever
+		sc.Sync = wal.SyncNever
 	case cfg.syncMS > 0:
-		walOpts.Sync, walOpts.SyncInterval = wal.SyncInterval, time.Duration(cfg.syncMS)*time.Millisecond
+		sc.Sync, sc.SyncInterval = wal.SyncInterval, time.Duration(cfg.syncMS)*time.Millisecond
 	default:
-		walOpts.Sync = wal.SyncAlways
+		sc.Sync = wal.SyncAlways
 	}
-	if walOpts.SegmentSize == 0 {
-		walOpts.SegmentSize = wal.DefaultSegmentSize
+	if sc.SegmentSize == 0 {
+		sc.SegmentSize = wal.DefaultSegmentSize
 	}
-
-	b, err := broker.Open(broker.Options{Dir: dir, WAL: walOpts, Logger: lg})
-	if err != nil {
-		return err
-	}
-	ln, err := beanstalkdListener(cfg)
-	if err != nil {
-		b.Close()
-		return err
-	}
-	lg.Info("listening", "addr", ln.Addr().String(), "data", dir, "sync", walOpts.Sync.String())
-	srv := beanstalk.New(b, beanstalk.Options{
-		MaxJobSize:    int(cfg.maxJob),
-		BinlogMaxSize: walOpts.SegmentSize,
-		NoBinlog:      cfg.dir == "",
-		IdleTimeout:   cfg.idle,
-		Version:       beanstalkVersion,
-		Logger:        lg,
-	})
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-
+	// Signals are caught from before the socket opens: whoever sees it
+	// listening may already stop it gracefully.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, append([]os.Signal{syscall.SIGTERM, os.Interrupt}, beanstalk.DrainSignals...)...)
 	defer signal.Stop(sig)
-	var runErr error
-wait:
-	for {
-		select {
-		case s := <-sig:
-			if s != syscall.SIGTERM && s != os.Interrupt {
-				// beanstalkd's drain mode: refuse new jobs, serve the rest
-				srv.SetDraining(true)
-				lg.Info("draining: new jobs are refused")
-				continue
+	ln, err := beanstalkdListener(cfg)
+	if err != nil {
+		return err
+	}
+	// beanstalkd listens on every address by default, without
+	// authentication: that is what a drop-in must do.
+	sc.BeanstalkListener, sc.BeanstalkPublic = ln, true
+	sc.Beanstalk = beanstalk.Options{
+		MaxJobSize:    int(cfg.maxJob),
+		BinlogMaxSize: sc.SegmentSize,
+		NoBinlog:      cfg.dir == "",
+		IdleTimeout:   cfg.idle,
+		Version:       beanstalkVersion,
+	}
+	srv, err := server.New(sc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	lg.Info("listening", "addr", ln.Addr().String(), "data", sc.DataDir, "sync", sc.Sync.String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case s := <-sig:
+				if s != syscall.SIGTERM && s != os.Interrupt {
+					// beanstalkd's drain mode: refuse new jobs, serve the rest
+					srv.SetBeanstalkDraining(true)
+					lg.Info("draining: new jobs are refused")
+					continue
+				}
+				lg.Info("shutting down", "signal", s.String())
+			case <-stop:
+			case <-ctx.Done():
+				return
 			}
-			lg.Info("shutting down", "signal", s.String())
-			break wait
-		case runErr = <-errc:
-			break wait
-		case <-stop:
-			break wait
+			cancel()
+			return
 		}
-	}
-	// Connections close first, so the jobs they reserved go back to ready
-	// while the broker can still write that down.
-	if err := srv.Close(); err != nil {
-		lg.Warn("closing listener", "err", err)
-	}
-	b.Drain()
-	if err := b.Close(); err != nil {
+	}()
+	runErr := srv.Run(ctx)
+	cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
 		return errors.Join(runErr, err)
-	}
-	if errors.Is(runErr, beanstalk.ErrServerClosed) {
-		runErr = nil
 	}
 	return runErr
 }
@@ -280,6 +280,3 @@ func beanstalkdListener(cfg beanstalkdConfig) (net.Listener, error) {
 	lc := net.ListenConfig{}
 	return lc.Listen(context.Background(), "tcp", net.JoinHostPort(cfg.addr, cfg.port))
 }
-
-// The broker is the protocol's backend.
-var _ beanstalk.Backend = (*broker.Broker)(nil)

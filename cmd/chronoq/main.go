@@ -15,7 +15,7 @@ Usage:
   chronoq wal verify DIR         check every record of a data directory's log
   chronoq wal dump DIR           print the log's records, one per line
   chronoq beanstalkd [flags]     a drop-in for the beanstalkd binary (see: chronoq beanstalkd -h)
-  chronoq bench [flags]          load-test a running server (see: chronoq bench --help)
+  chronoq bench [flags]          load-test a running chronoq (peers and plots: cmd/chronoq-bench)
   chronoq help                   this text
 
 Every serve flag can also be set as CHRONOQ_<NAME> in the environment

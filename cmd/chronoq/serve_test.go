@@ -19,17 +19,6 @@ func TestProtectedModeRefusesPublicListenerWithoutAuth(t *testing.T) {
 	}
 }
 
-func TestIsLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:7777": true, "localhost:1": true, "[::1]:80": true, "127.8.0.1:1": true,
-		"0.0.0.0:7777": false, ":7777": false, "10.0.0.1:1": false, "example.com:80": false,
-	} {
-		if got := isLoopback(addr); got != want {
-			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
-		}
-	}
-}
-
 func TestSettingsPrecedence(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "chronoq.conf")
 	os.WriteFile(cfg, []byte("# comment\nsync = interval\nmax-payload = 2048\nhttp = \"127.0.0.1:1\"\n"), 0o644)

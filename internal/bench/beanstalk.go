@@ -16,7 +16,9 @@ type beanstalkTarget struct {
 	addr, tube string
 }
 
-func openBeanstalk(_ context.Context, _ Config, addr, run string) (Target, error) {
+// OpenBeanstalk opens a beanstalkd-protocol target: chronoq's listener
+// or beanstalkd itself.
+func OpenBeanstalk(_ context.Context, _ Config, addr, run string) (Target, error) {
 	return &beanstalkTarget{addr: addr, tube: run}, nil
 }
 
@@ -28,10 +30,10 @@ func (t *beanstalkTarget) Close() error { return nil }
 // and deleting them one by one would take longer than the run.
 func (t *beanstalkTarget) Cleanup(context.Context) error { return nil }
 
-// opTimeout bounds one request beyond its own wait, since go-beanstalk has
+// OpTimeout bounds one request beyond its own wait, since go-beanstalk has
 // no contexts: a server that stops answering fails the op instead of
 // hanging the run.
-const opTimeout = 30 * time.Second
+const OpTimeout = 30 * time.Second
 
 // deadlineConn sets a read deadline before each read.
 type deadlineConn struct {
@@ -40,7 +42,7 @@ type deadlineConn struct {
 }
 
 func (d *deadlineConn) Read(p []byte) (int, error) {
-	if err := d.Conn.SetReadDeadline(time.Now().Add(d.wait + opTimeout)); err != nil {
+	if err := d.Conn.SetReadDeadline(time.Now().Add(d.wait + OpTimeout)); err != nil {
 		return 0, err
 	}
 	return d.Conn.Read(p)
@@ -88,15 +90,15 @@ func (c *beanstalkConn) Take(_ context.Context, wait time.Duration) (Job, error)
 	c.dc.wait = wait
 	id, body, err := c.set.Reserve(wait)
 	if errors.Is(err, beanstalk.ErrTimeout) {
-		return Job{}, errEmpty
+		return Job{}, ErrEmpty
 	}
 	if err != nil {
 		return Job{}, err
 	}
-	return Job{Payload: body, ref: id}, nil
+	return Job{Payload: body, Ref: id}, nil
 }
 
 func (c *beanstalkConn) Ack(_ context.Context, j Job) error {
 	c.dc.wait = 0
-	return c.c.Delete(j.ref.(uint64))
+	return c.c.Delete(j.Ref.(uint64))
 }

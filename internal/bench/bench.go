@@ -1,8 +1,11 @@
-// Package bench is chronoq's load generator: it drives chronoq and its
-// peers (beanstalkd, Redis with lmstfy's layout, NATS JetStream, RabbitMQ),
-// each through its standard Go client (chronoq through its HTTP, WebSocket
-// and beanstalkd-protocol listeners), with the same scenarios, and reports
-// throughput and latency percentiles; it also draws the report's plots.
+// Package bench is chronoq's load generator: it drives chronoq through its
+// HTTP, WebSocket and beanstalkd-protocol listeners and, once
+// internal/bench/peers registered them, its peers (beanstalkd, Redis with
+// lmstfy's layout, NATS JetStream, RabbitMQ), each through its standard Go
+// client, with the same scenarios, and reports throughput and latency
+// percentiles. internal/bench/report draws the plots; Main is the command
+// line of both `chronoq bench` (chronoq's targets only) and
+// cmd/chronoq-bench (every target, and plot).
 //
 // A target is reached through the small Target/Conn interface: put (with
 // an optional delay), take with a wait, ack. Scenarios:
@@ -71,8 +74,8 @@ type Result struct {
 // such a cell as n/a with the error's reason.
 var ErrUnsupported = errors.New("not supported")
 
-// errEmpty is what Conn.Take answers when the wait passed without a job.
-var errEmpty = errors.New("no job within the wait")
+// ErrEmpty is what Conn.Take answers when the wait passed without a job.
+var ErrEmpty = errors.New("no job within the wait")
 
 // Run performs one benchmark run. rec receives every latency sample (for
 // delayed: every lateness sample) and may be used for a CDF afterwards.

@@ -128,7 +128,7 @@ func (c *chronoqConn) Take(ctx context.Context, wait time.Duration) (Job, error)
 	for {
 		w := min(time.Until(deadline), chronoqMaxWait)
 		if w < 0 {
-			return Job{}, errEmpty
+			return Job{}, ErrEmpty
 		}
 		body := fmt.Sprintf(`{"max":1,"ttr":"30s","wait":%q}`, w.Round(time.Millisecond).String())
 		data, err := c.do(ctx, http.MethodPost, c.t.qpath+"/take", []byte(body))
@@ -145,16 +145,16 @@ func (c *chronoqConn) Take(ctx context.Context, wait time.Duration) (Job, error)
 			if len(j.Payload) >= 2 && j.Payload[0] == '"' {
 				p = j.Payload[1 : len(j.Payload)-1]
 			}
-			return Job{Payload: p, ref: [2]string{j.ID, j.Receipt}}, nil
+			return Job{Payload: p, Ref: [2]string{j.ID, j.Receipt}}, nil
 		}
 		if time.Now().After(deadline) {
-			return Job{}, errEmpty
+			return Job{}, ErrEmpty
 		}
 	}
 }
 
 func (c *chronoqConn) Ack(ctx context.Context, j Job) error {
-	ref := j.ref.([2]string)
+	ref := j.Ref.([2]string)
 	_, err := c.do(ctx, http.MethodPost, c.t.qpath+"/jobs/"+ref[0]+"/ack", []byte(`{"receipt":"`+ref[1]+`"}`))
 	return err
 }

@@ -5,22 +5,19 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	beanstalkapi "github.com/chronoq/chronoq/internal/api/beanstalk"
-	httpapi "github.com/chronoq/chronoq/internal/api/http"
-	rtws "github.com/chronoq/chronoq/internal/api/ws"
 	"github.com/chronoq/chronoq/internal/bench"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/server"
 )
 
 // counting is the broker, counting successful puts and completions
@@ -54,60 +51,67 @@ func (c *counting) Cancel(ctx context.Context, ns, q, id, receipt string) error 
 	return err
 }
 
-// server is an in-process chronoq: the HTTP API and WebSocket on one
-// listener, the beanstalkd protocol on another.
-type server struct {
-	url, beanstalk string
-	b              *counting
-	pubs           atomic.Int64
+// chronoq is the real server (internal/server, as cmd/chronoq starts it)
+// on loopback ports, every protocol front end talking to it through a
+// counting wrapper of its broker.
+type chronoq struct {
+	url, beanstalk, admin string
+	b                     *counting
 }
 
-type pubObserver struct {
-	broker.Observer
-	s *server
-}
-
-func (o pubObserver) Commit(int, int, time.Duration)          {}
-func (o pubObserver) Snapshot(time.Duration)                  {}
-func (o pubObserver) FirstTake(string, string, time.Duration) {}
-func (o pubObserver) Lateness(time.Duration)                  {}
-func (o pubObserver) Publication()                            { o.s.pubs.Add(1) }
-
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T) *chronoq {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := &server{}
-	b, err := broker.Open(broker.Options{Dir: t.TempDir(), Logger: quiet, Observer: pubObserver{s: s}})
+	cfg := server.Default()
+	cfg.DataDir, cfg.Logger = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.HTTPAddr, cfg.AdminAddr, cfg.BeanstalkAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	c := &chronoq{b: &counting{}}
+	cfg.WrapBackend = func(b *broker.Broker) server.Backend {
+		c.b.Broker = b
+		return c.b
+	}
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.b = &counting{Broker: b}
-	api := httpapi.New(s.b, httpapi.Options{Logger: quiet})
-	rt, err := rtws.New(s.b, b.Channels(), rtws.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/", api.Main())
-	mux.Handle("GET /v1/ws", rt.Handler())
-	hs := httptest.NewServer(mux)
-	s.url = hs.URL
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs := beanstalkapi.New(s.b, beanstalkapi.Options{Logger: quiet})
-	go bs.Serve(ln)
-	s.beanstalk = ln.Addr().String()
+	c.url, c.admin, c.beanstalk = "http://"+s.Addr(server.HTTP), "http://"+s.Addr(server.Admin), s.Addr(server.Beanstalk)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		rt.Shutdown(ctx)
-		bs.Close()
-		hs.Close()
-		b.Close()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
 	})
-	return s
+	return c
+}
+
+var pubsMetric = regexp.MustCompile(`(?m)^chronoq_channel_publications_total (\d+)$`)
+
+// pubs is the server's count of channel publications, from its metrics.
+func (c *chronoq) pubs(t *testing.T) int64 {
+	t.Helper()
+	resp, err := http.Get(c.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := pubsMetric.FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no chronoq_channel_publications_total in /metrics:\n%s", body)
+	}
+	n, err := strconv.ParseInt(string(m[1]), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestSmokeChronoq runs every scenario of every chronoq target for a short
@@ -162,7 +166,7 @@ func TestSmokeChronoq(t *testing.T) {
 					t.Fatalf("bench counted %d jobs, server stored %d and completed %d", res.Jobs, puts, done)
 				}
 			case "fanout":
-				if pubs := s.pubs.Load(); pubs == 0 || res.Jobs != pubs*4 {
+				if pubs := s.pubs(t); pubs == 0 || res.Jobs != pubs*4 {
 					t.Fatalf("bench counted %d deliveries for %d publications to 4 subscribers", res.Jobs, pubs)
 				}
 			}
@@ -214,64 +218,6 @@ func TestFailingServerFails(t *testing.T) {
 	}
 	if res.Errors == 0 || res.Jobs != 0 {
 		t.Fatalf("result %+v", res)
-	}
-}
-
-// TestPlot draws the report from a small results file and its CDFs.
-func TestPlot(t *testing.T) {
-	s := newServer(t)
-	dir := t.TempDir()
-	results := filepath.Join(dir, "r.json")
-	var objs []string
-	for _, sc := range []string{"put", "delayed"} {
-		for _, label := range []string{"chronoq-http", "other"} {
-			for _, n := range []int{1, 2} {
-				res, rec, err := bench.Run(context.Background(), bench.Config{Target: "chronoq-http", Label: label, Addr: s.url,
-					Scenario: sc, Conns: n, Duration: 100 * time.Millisecond, Payload: 10,
-					DelayMin: 10 * time.Millisecond, DelayMax: 30 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var b strings.Builder
-				if err := bench.WriteJSON(&b, res); err != nil {
-					t.Fatal(err)
-				}
-				objs = append(objs, strings.TrimSpace(b.String()))
-				if err := bench.AppendCDF(bench.CDFPath(results), res, rec); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
-	if err := os.WriteFile(results, []byte("["+strings.Join(objs, ",\n")+"]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files, err := bench.Plot(results, filepath.Join(dir, "img"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"throughput-put.png", "latency-cdf-put.png", "lateness.png"}
-	if len(files) != len(want) {
-		t.Fatalf("wrote %v", files)
-	}
-	for i, f := range files {
-		if filepath.Base(f) != want[i] {
-			t.Fatalf("file %d is %s, want %s", i, f, want[i])
-		}
-		b, err := os.ReadFile(f)
-		if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" {
-			t.Fatalf("%s: not a PNG (%d bytes, %v)", f, len(b), err)
-		}
-	}
-	rs, err := bench.LoadResults(results)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var md strings.Builder
-	bench.WriteMarkdown(&md, rs, "chronoq-http")
-	rows := strings.Count(md.String(), "\n") - 2
-	if rows != 8 || !strings.Contains(md.String(), "| put | 2 | other | 1 |") || !strings.Contains(md.String(), "×") {
-		t.Fatalf("markdown table with %d rows:\n%s", rows, md.String())
 	}
 }
 

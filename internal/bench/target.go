@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -35,7 +36,7 @@ type Conn interface {
 	// Put stores a job durably (to the target's durability setting) and
 	// returns once the server confirmed it; delay > 0 makes it due later.
 	Put(ctx context.Context, payload []byte, delay time.Duration) error
-	// Take reserves one job, waiting up to wait for one; errEmpty if none.
+	// Take reserves one job, waiting up to wait for one; ErrEmpty if none.
 	Take(ctx context.Context, wait time.Duration) (Job, error)
 	// Ack completes a taken job.
 	Ack(ctx context.Context, j Job) error
@@ -69,28 +70,47 @@ type Publisher interface {
 // Job is a taken job: its payload and the target's handle to ack it.
 type Job struct {
 	Payload []byte
-	ref     any
+	Ref     any // the target's own: a receipt, a delivery, a message
 }
+
+// OpenFunc connects to a target at addr and prepares fresh state named
+// after run (a queue, tube, key prefix or stream).
+type OpenFunc func(ctx context.Context, cfg Config, addr, run string) (Target, error)
 
 type targetInfo struct {
 	defaultAddr string
 	about       string
-	open        func(ctx context.Context, cfg Config, addr, run string) (Target, error)
+	open        OpenFunc
 }
 
-// targets by --target name.
-var targets = map[string]targetInfo{
-	"chronoq-http":      {"127.0.0.1:7777", "chronoq's native HTTP API", openChronoqHTTP},
-	"chronoq-beanstalk": {"127.0.0.1:11300", "chronoq's beanstalkd-protocol listener (go-beanstalk)", openBeanstalk},
-	"chronoq-ws":        {"127.0.0.1:7777", "chronoq's WebSocket API (gorilla/websocket; also the fanout scenario)", openChronoqWS},
-	"beanstalkd":        {"127.0.0.1:11300", "beanstalkd (go-beanstalk)", openBeanstalk},
-	"redis":             {"127.0.0.1:6379", "Redis with lmstfy's layout (go-redis)", openRedis},
-	"nats":              {"127.0.0.1:4222", "NATS JetStream work-queue stream (nats.go)", openNATS},
-	"rabbitmq":          {"127.0.0.1:5672", "RabbitMQ quorum queue (amqp091-go)", openRabbitMQ},
+// targets by --target name: chronoq's own protocols here; the peers
+// (beanstalkd, Redis, NATS, RabbitMQ) register from internal/bench/peers,
+// which only cmd/chronoq-bench links, so their client libraries stay out
+// of the server binary.
+var (
+	targetsMu sync.Mutex
+	targets   = map[string]targetInfo{
+		"chronoq-http":      {"127.0.0.1:7777", "chronoq's native HTTP API", openChronoqHTTP},
+		"chronoq-beanstalk": {"127.0.0.1:11300", "chronoq's beanstalkd-protocol listener (go-beanstalk)", OpenBeanstalk},
+		"chronoq-ws":        {"127.0.0.1:7777", "chronoq's WebSocket API (gorilla/websocket; also the fanout scenario)", openChronoqWS},
+	}
+)
+
+// Register adds a target under name; registering a name twice panics,
+// as it is a programming error.
+func Register(name, defaultAddr, about string, open OpenFunc) {
+	targetsMu.Lock()
+	defer targetsMu.Unlock()
+	if _, dup := targets[name]; dup {
+		panic("bench: target " + name + " registered twice")
+	}
+	targets[name] = targetInfo{defaultAddr, about, open}
 }
 
 // Targets lists the target names with a line about each.
 func Targets() []string {
+	targetsMu.Lock()
+	defer targetsMu.Unlock()
 	var out []string
 	for name, t := range targets {
 		out = append(out, fmt.Sprintf("%-18s %s (default %s)", name, t.about, t.defaultAddr))
@@ -101,12 +121,14 @@ func Targets() []string {
 
 // Open connects to cfg.Target and prepares a fresh queue for one run.
 func Open(ctx context.Context, cfg Config) (Target, error) {
+	targetsMu.Lock()
 	t, ok := targets[cfg.Target]
+	var names []string
+	for n := range targets {
+		names = append(names, n)
+	}
+	targetsMu.Unlock()
 	if !ok {
-		var names []string
-		for n := range targets {
-			names = append(names, n)
-		}
 		sort.Strings(names)
 		return nil, fmt.Errorf("unknown target %q (want one of %s)", cfg.Target, strings.Join(names, ", "))
 	}

@@ -137,7 +137,7 @@ func (w *wsConn) call(ctx context.Context, op string, body []byte) (json.RawMess
 	if err := w.c.WriteMessage(websocket.TextMessage, w.buf.Bytes()); err != nil {
 		return nil, err
 	}
-	timer := time.NewTimer(opTimeout)
+	timer := time.NewTimer(OpTimeout)
 	defer timer.Stop()
 	select {
 	case f := <-w.answers:
@@ -151,7 +151,7 @@ func (w *wsConn) call(ctx context.Context, op string, body []byte) (json.RawMess
 	case <-w.done:
 		return nil, fmt.Errorf("%s: connection closed: %v", op, w.readErr)
 	case <-timer.C:
-		return nil, fmt.Errorf("%s: no answer within %s", op, opTimeout)
+		return nil, fmt.Errorf("%s: no answer within %s", op, OpTimeout)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -179,18 +179,18 @@ func (w *wsConn) Take(ctx context.Context, wait time.Duration) (Job, error) {
 	defer timer.Stop()
 	select {
 	case f := <-w.jobs:
-		return Job{Payload: unquote(f.Job.Payload), ref: [3]string{f.Job.Queue, f.Job.ID, f.Job.Receipt}}, nil
+		return Job{Payload: unquote(f.Job.Payload), Ref: [3]string{f.Job.Queue, f.Job.ID, f.Job.Receipt}}, nil
 	case <-w.done:
 		return Job{}, fmt.Errorf("connection closed: %v", w.readErr)
 	case <-timer.C:
-		return Job{}, errEmpty
+		return Job{}, ErrEmpty
 	case <-ctx.Done():
 		return Job{}, ctx.Err()
 	}
 }
 
 func (w *wsConn) Ack(ctx context.Context, j Job) error {
-	ref := j.ref.([3]string)
+	ref := j.Ref.([3]string)
 	_, err := w.call(ctx, "ack", []byte(fmt.Sprintf(`{"queue":%q,"id":%q,"receipt":%q}`, ref[0], ref[1], ref[2])))
 	return err
 }

@@ -332,7 +332,7 @@ func (b *Broker) Result(ctx context.Context, ns, q, id string, wait time.Duratio
 	return rw.info, rw.done, err
 }
 
-// callRetention is how long a call's own result is kept (API.md rule 7).
+// callRetention is how long a call's own result is kept (docs/api.md, call).
 const callRetention = time.Minute
 
 // Call puts a job and waits for its result.

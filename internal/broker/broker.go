@@ -1,5 +1,5 @@
 // Package broker is the only path into the engine. One goroutine, the loop,
-// owns the engine and the log (DESIGN §4): it blocks for one request, drains
+// owns the engine and the log (docs/architecture.md): it blocks for one request, drains
 // whatever else is pending, runs each against the engine (which appends its
 // records to the log buffer), serves parked waiters the batch made ready,
 // then does one write and one fdatasync, and only then answers everyone.

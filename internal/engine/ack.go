@@ -164,7 +164,7 @@ func (e *Engine) Nack(now time.Time, ns, qn, id string, req NackRequest) (State,
 	r := e.ent.add()
 	switch {
 	case img.Expire != 0 && img.Expire <= e.now:
-		// TTL passed during the reservation: the job goes now (API rule 9).
+		// TTL passed during the reservation: the job goes now (docs/api.md, the job object: ttl).
 		r.Kind, r.NS, r.Queue, r.ID = KindJobDelete, ns, qn, id
 	case img.Tries > 0 && img.Attempt >= img.Tries:
 		img.Phase = phaseDead

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Code classifies an error the way API.md's error codes do; protocol
+// Code classifies an error the way docs/api.md's error codes do; protocol
 // packages map codes to their own wire errors.
 type Code string
 

@@ -32,7 +32,7 @@ func (e *Engine) Result(now time.Time, ns, qn, id string) (ResultInfo, error) {
 	return ResultInfo{ID: v.ID, State: v.State, HasResult: v.HasResult, Result: v.Result, ResultJSON: v.ResultJSON}, nil
 }
 
-// Update patches a job in place (API.md rule 13).
+// Update patches a job in place (docs/api.md, PATCH of a job).
 func (e *Engine) Update(now time.Time, ns, qn, id string, req UpdateRequest) (Job, error) {
 	e.begin(now)
 	q, slot, err := e.findJob(ns, qn, id)
@@ -252,7 +252,7 @@ func (e *Engine) CancelByFilter(now time.Time, ns, qn string, f Filter) (int, er
 	return n, nil
 }
 
-// Listing orders (API.md): ready by serving order, delayed by activation
+// Listing orders (docs/api.md, list): ready by serving order, delayed by activation
 // time, any other single state by id, mixed states by enqueue order.
 type listOrder uint8
 

@@ -13,7 +13,7 @@ package engine
 // place and unplace are the only functions that move jobs between these.
 
 // chain is the pending and reserved jobs of one key in one queue, oldest
-// first (DESIGN §5a).
+// first (docs/api.md, key_mode).
 type chain struct {
 	slots    []uint32 // live part is slots[h:], ordered by seq
 	h        int

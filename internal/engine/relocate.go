@@ -3,7 +3,7 @@ package engine
 import "time"
 
 // Relocation is how storage frees a log segment that a few long-lived jobs
-// pin (seed 002's problem: one job delayed for a year keeping gigabytes of
+// pin (one job delayed for a year keeping gigabytes of
 // log alive). Each live payload or result in the segment is written again,
 // inline in a fresh job record through the normal write path, so the job
 // now points at the new copy; once nothing live points into the segment it

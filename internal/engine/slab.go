@@ -1,7 +1,7 @@
 package engine
 
 // The job table is built so the garbage collector has nothing to scan in it
-// (DESIGN §5): fixed-size, pointer-free job records in chunked slabs,
+// (docs/architecture.md): fixed-size, pointer-free job records in chunked slabs,
 // addressed by a uint32 slot. Everything a job needs on the hot path lives
 // here; rarely used fields (tags, reply_to, cron, client ids, results, ...)
 // live in the ext map, paid for only by jobs that use them.

@@ -39,7 +39,7 @@ func ParseState(s string) (State, bool) {
 	return StateNone, false
 }
 
-// KeyMode selects the per-key ordering discipline of a queue (DESIGN §5a).
+// KeyMode selects the per-key ordering discipline of a queue (docs/api.md, key_mode; place.go).
 type KeyMode uint8
 
 const (
@@ -73,7 +73,7 @@ type Backoff struct {
 	Jitter     float64
 }
 
-// QueueConfig is a queue's configuration, as in API.md's PUT queue body.
+// QueueConfig is a queue's configuration, as in docs/api.md's PUT queue body.
 type QueueConfig struct {
 	DefaultTTR      time.Duration
 	DefaultTries    uint32
@@ -87,7 +87,7 @@ type QueueConfig struct {
 	KeyMode         KeyMode
 }
 
-// DefaultQueueConfig is what an auto-created queue gets (API.md rule 3).
+// DefaultQueueConfig is what an auto-created queue gets (docs/api.md, PUT queue: the defaults).
 func DefaultQueueConfig() QueueConfig {
 	return QueueConfig{
 		DefaultTTR:      30 * time.Second,
@@ -331,7 +331,7 @@ type ListResult struct {
 	NextCursor string // empty on the last page
 }
 
-// UpdateRequest patches a job in place (API.md rule 13).
+// UpdateRequest patches a job in place (docs/api.md, PATCH of a job).
 type UpdateRequest struct {
 	Receipt     string
 	Payload     []byte

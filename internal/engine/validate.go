@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Limits from API.md. Over-limit values are rejected, never clamped.
+// Limits from docs/api.md (Conventions). Over-limit values are rejected, never clamped.
 const (
 	MaxDelay        = 87600 * time.Hour // ten years
 	MaxTTR          = 720 * time.Hour

@@ -1,6 +1,6 @@
 // Package pubsub is chronoq's real-time channels: per channel a bounded
 // history ring with offsets and an epoch, and a fan-out to subscribers that
-// never waits for any of them (DESIGN §4, pubsub).
+// never waits for any of them (docs/architecture.md).
 //
 // The contract a subscriber relies on: publications reach it in offset
 // order; a subscribe that asks to recover from {since, epoch} either gets

@@ -100,7 +100,7 @@ func TestAdmin(t *testing.T) {
 	})
 }
 
-// TestAuth runs a server with --admin-token and checks 401/403 (rule 16).
+// TestAuth runs a server with --admin-token and checks 401/403 (docs/api.md, Auth).
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	const adminTok = "admin-s3cret-token"

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestChannels covers publish and history (rule 15): offsets from 1, since
+// TestChannels covers publish and history (docs/api.md, Channels): offsets from 1, since
 // exclusive, limit, epoch checks.
 func TestChannels(t *testing.T) {
 	t.Parallel()

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The product's core promise (DESIGN §4, §8): with sync always, a put
+// The product's core promise (docs/architecture.md, "The loop"): with sync always, a put
 // answered 201/200 survives a crash, and a job whose ack was answered 200
 // never comes back. Requests in flight when the process dies have an
 // unknown outcome: they are counted, never asserted on, until a restart

@@ -1,7 +1,7 @@
 // Package e2e holds the black-box tests of chronoq: each test builds nothing
 // itself, it runs the real server binary (built once by TestMain) on loopback
 // ports with its own data directory and talks to it over HTTP, checking the
-// wire contract of API.md.
+// wire contract of docs/api.md.
 package e2e
 
 import (
@@ -500,7 +500,7 @@ var durationKeys = map[string]bool{
 // userContent are keys whose values are client data, not checked.
 var userContent = map[string]bool{"payload": true, "result": true, "data": true, "tags": true, "payload_base64": true}
 
-// checkFormats walks an answer and checks API.md rule 2: every time
+// checkFormats walks an answer and checks docs/api.md's "Times" convention: every time
 // (`*_at`, `reserved_until`, `time`) is RFC 3339 UTC with exactly three
 // fraction digits, every duration is Go's Duration string, every server id
 // is an uppercase Crockford ULID. Ids containing characters no ULID has

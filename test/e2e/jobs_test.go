@@ -9,7 +9,7 @@ import (
 )
 
 // TestPeekListPatchDelete covers peek (never changes state), list filters,
-// ordering and pagination (rule 12), PATCH (rule 13) and DELETE of a job.
+// ordering and pagination, PATCH and DELETE of a job (docs/api.md, Jobs).
 func TestPeekListPatchDelete(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())
@@ -321,7 +321,7 @@ func (s *server) listAllFrom(q, query string, limit int, cursor string) []string
 }
 
 // TestCancelAndKeys covers cancel by filter in a queue and across the
-// namespace, and strict per-key FIFO (rule 10, DESIGN §5a).
+// namespace, and strict per-key FIFO (docs/api.md, key_mode; internal/engine/place.go).
 func TestCancelAndKeys(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())

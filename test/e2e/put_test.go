@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestPut covers POST .../jobs: payload encodings (rule 1), the put answer,
-// the job object defaults (rule 3), validation and limits (rule 4),
-// duration numbers, cron first activation (rule 8) and dedup (rule 11).
+// TestPut covers POST .../jobs as docs/api.md describes it: payload encodings, the put answer,
+// the job object defaults, validation and limits (Conventions),
+// duration numbers, cron first activation and dedup.
 func TestPut(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())
@@ -314,7 +314,7 @@ func TestPut(t *testing.T) {
 }
 
 // TestBatch covers POST .../jobs/batch: order of answers, atomicity, the
-// 1000-job limit and in-batch duplicates (rule 11).
+// 1000-job limit and in-batch duplicates (docs/api.md, batch).
 func TestBatch(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())

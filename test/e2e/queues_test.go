@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// TestQueues covers the queue routes: PUT create/merge (rule 14), defaults
-// (rule 3), GET counts, listing, pause/resume, purge, DELETE, limits
+// TestQueues covers the queue routes: PUT create/merge, defaults
+// (docs/api.md, Queues), GET counts, listing, pause/resume, purge, DELETE, limits
 // (queue_full, per-queue max_payload) and namespaces without
 // auto-created queues.
 func TestQueues(t *testing.T) {

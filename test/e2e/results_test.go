@@ -8,7 +8,7 @@ import (
 
 // TestResultsAndCall covers GET .../result (202 while pending, 200 once
 // completed, 404 unknown) and POST .../call (200 with the worker's result,
-// 504 when nobody answers in time), rule 7.
+// 504 when nobody answers in time), as docs/api.md's "Results and RPC" describes.
 func TestResultsAndCall(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())

@@ -8,7 +8,7 @@ import (
 )
 
 // TestTake covers both take routes: serving order, the take answer,
-// ttr overrides (rule 5), multi-queue order, missing queues, limits and
+// ttr overrides (docs/api.md, take), multi-queue order, missing queues, limits and
 // long-poll wake-ups.
 func TestTake(t *testing.T) {
 	t.Parallel()
@@ -69,7 +69,7 @@ func TestTake(t *testing.T) {
 		for _, p := range want {
 			wantIDs = append(wantIDs, p.id)
 		}
-		// list state=ready is in serving order too (rule 12 / list section).
+		// list state=ready is in serving order too (docs/api.md, list).
 		if got := idsOf(s.listAll(q, "state=ready", 100)); !equalStrings(got, wantIDs) {
 			t.Errorf("list state=ready order\n got %v\nwant %v", got, wantIDs)
 		}
@@ -294,7 +294,7 @@ func TestTake(t *testing.T) {
 }
 
 // TestAckNackTouchBury covers the reservation verbs, tries exhaustion,
-// backoff (rule 6), dead letters and results of acks (rule 7).
+// backoff, dead letters and results of acks (docs/api.md, Workers and Results).
 func TestAckNackTouchBury(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir())

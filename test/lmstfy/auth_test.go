@@ -30,7 +30,7 @@ func TestRequireAuth(t *testing.T) {
 // every protected route; public routes; the admin token; revocation.
 func TestTokens(t *testing.T) {
 	t.Parallel()
-	const admin = "the-admin-token"
+	const admin = "the-admin-token-0123"
 	e := newEnv(t, envOpts{adminToken: admin})
 	adm := map[string]string{"Authorization": "Bearer " + admin}
 	tok := e.newToken("ns", "", adm)
@@ -113,7 +113,7 @@ func TestTokens(t *testing.T) {
 // prefixes, the listing, and the admin listener's own auth.
 func TestAdminTokens(t *testing.T) {
 	t.Parallel()
-	const admin = "secret-admin"
+	const admin = "secret-admin-0123456"
 	e := newEnv(t, envOpts{adminToken: admin})
 	basic := map[string]string{"Authorization": "Basic " + b64("anyone:"+admin)}
 

@@ -1,17 +1,17 @@
 // Package lmstfy_test holds the black-box tests of chronoq's lmstfy API:
-// each test runs a real broker on a temporary data directory, serves the
-// API's two handlers on loopback listeners mounted the way cmd/chronoq
-// mounts them, and talks lmstfy's wire protocol to them over HTTP.
+// each test starts the real server (internal/server, as cmd/chronoq does)
+// on a temporary data directory and loopback ports, and talks lmstfy's
+// wire protocol to its main and admin listeners over HTTP.
 package lmstfy_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"sync/atomic"
 	"testing"
@@ -20,6 +20,7 @@ import (
 	"github.com/chronoq/chronoq/internal/api/httpkit"
 	"github.com/chronoq/chronoq/internal/api/lmstfy"
 	"github.com/chronoq/chronoq/internal/broker"
+	"github.com/chronoq/chronoq/internal/server"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -48,48 +49,52 @@ type env struct {
 	t     *testing.T
 	b     *broker.Broker
 	srv   *lmstfy.Server
-	main  *httptest.Server
-	admin *httptest.Server
+	main  listener
+	admin listener
 	clock *fakeClock
 	cli   *http.Client
 }
 
+// listener is one of the server's HTTP listeners.
+type listener struct{ URL string }
+
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t}
-	bo := broker.Options{Dir: t.TempDir(), Logger: quiet, WAL: wal.Options{Sync: o.sync, Logger: quiet}}
-	lo := lmstfy.Options{AdminToken: o.adminToken, RequireAuth: o.requireAuth, Logger: quiet, MaxWait: o.maxWait,
+	cfg := server.Default()
+	cfg.DataDir, cfg.Logger, cfg.Sync = t.TempDir(), quiet, o.sync
+	cfg.HTTPAddr, cfg.AdminAddr, cfg.BeanstalkAddr = "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.AdminToken, cfg.RequireAuth = o.adminToken, o.requireAuth
+	cfg.Tune.Lmstfy = func(lo *lmstfy.Options) {
+		if o.maxWait > 0 {
+			lo.MaxWait = o.maxWait
+		}
 		// The auth tests fail on purpose from one address; the brake on
 		// failed authentication has its own tests (internal/api/httpkit).
-		Failures: httpkit.NewFailureLimiter(1<<20, 0, 0, nil)}
+		lo.Failures = httpkit.NewFailureLimiter(1<<20, 0, 0, nil)
+	}
 	if o.fake {
 		e.clock = &fakeClock{}
 		e.clock.ns.Store(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano())
-		bo.Clock = e.clock.now
-		lo.Clock = e.clock.now
+		cfg.Clock = e.clock.now
 	}
-	b, err := broker.Open(bo)
+	s, err := server.New(cfg)
 	if err != nil {
-		t.Fatalf("broker.Open: %v", err)
+		t.Fatalf("server.New: %v", err)
 	}
-	e.b = b
-	// *broker.Broker must satisfy lmstfy.Backend exactly: this is the call
-	// cmd/chronoq makes.
-	e.srv = lmstfy.New(b, lo)
-	mainMux := http.NewServeMux()
-	mainMux.Handle("/api/", e.srv.Main())
-	adminMux := http.NewServeMux()
-	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
-		adminMux.Handle(p, e.srv.Admin())
-	}
-	e.main = httptest.NewServer(mainMux)
-	e.admin = httptest.NewServer(adminMux)
+	e.b, e.srv = s.Broker(), s.Lmstfy()
+	e.main.URL, e.admin.URL = "http://"+s.Addr(server.HTTP), "http://"+s.Addr(server.Admin)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
 	e.cli = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(func() {
-		e.main.Close()
-		e.admin.Close()
-		if err := b.Close(); err != nil {
-			t.Errorf("broker close: %v", err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("server shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("server run: %v", err)
 		}
 	})
 	return e

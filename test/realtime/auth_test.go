@@ -176,7 +176,7 @@ func TestJWTExpiry(t *testing.T) {
 }
 
 func TestAdminDisconnect(t *testing.T) {
-	e := newEnv(t, ws.Options{JWT: ws.JWTOptions{HMACSecret: secret}, AdminToken: "root"})
+	e := newEnv(t, ws.Options{JWT: ws.JWTOptions{HMACSecret: secret}, AdminToken: rootToken})
 	exp := time.Now().Add(time.Hour)
 	withJTI := func(sub, jti string) string {
 		cl := userClaims(sub, exp)
@@ -186,15 +186,15 @@ func TestAdminDisconnect(t *testing.T) {
 	a1 := e.connect(withJTI("42", "t1"))
 	a2 := e.connect(withJTI("42", "t2"))
 	b := e.connect(withJTI("7", "t3"))
-	svc := e.connect("root")
+	svc := e.connect(rootToken)
 
 	if st, _ := e.adminPost("/admin/disconnect", "", `{"user":"42"}`); st != 401 {
 		t.Fatalf("without the admin token: %d", st)
 	}
-	if st, m := e.adminPost("/admin/disconnect", "root", `{"user":"42","token_id":"t1"}`); st != 400 {
+	if st, m := e.adminPost("/admin/disconnect", rootToken, `{"user":"42","token_id":"t1"}`); st != 400 {
 		t.Fatalf("both user and token_id: %d %v", st, m)
 	}
-	st, m := e.adminPost("/admin/disconnect", "root", `{"user":"42"}`)
+	st, m := e.adminPost("/admin/disconnect", rootToken, `{"user":"42"}`)
 	if st != 200 || m.num("disconnected") != 2 {
 		t.Fatalf("disconnect user 42: %d %v", st, m)
 	}
@@ -208,14 +208,14 @@ func TestAdminDisconnect(t *testing.T) {
 	svc.ok("publish", map[string]any{"channel": "app/news", "data": 1})
 	b.pub()
 
-	st, m = e.adminPost("/admin/disconnect", "root", `{"token_id":"t3","reconnect":true}`)
+	st, m = e.adminPost("/admin/disconnect", rootToken, `{"token_id":"t3","reconnect":true}`)
 	if st != 200 || m.num("disconnected") != 1 {
 		t.Fatalf("disconnect t3: %d %v", st, m)
 	}
 	if code, disc := b.closed(); code != 4004 || string(disc["reconnect"]) != "true" {
 		t.Errorf("token t3: close %d %v", code, disc)
 	}
-	if _, m := e.adminPost("/admin/disconnect", "root", `{"user":"nobody"}`); m.num("disconnected") != 0 {
+	if _, m := e.adminPost("/admin/disconnect", rootToken, `{"user":"nobody"}`); m.num("disconnected") != 0 {
 		t.Errorf("unknown user: %v", m)
 	}
 }
@@ -247,3 +247,6 @@ func TestNamespaceTokens(t *testing.T) {
 		t.Errorf("anonymous with tokens configured: %q", code)
 	}
 }
+
+// rootToken is an admin token long enough for the server's minimum.
+const rootToken = "root-admin-token-0123"

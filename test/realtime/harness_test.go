@@ -1,7 +1,7 @@
 // Package realtime holds the black-box tests of chronoq's real-time API:
-// a real broker on a temporary directory, the ws handlers on a loopback
-// httptest server, and Go WebSocket and SSE clients speaking the protocol
-// of docs/realtime.md. Nothing waits on a clock to decide an outcome: each
+// the real server (internal/server, as cmd/chronoq starts it) on a
+// temporary directory and loopback ports, and Go WebSocket and SSE
+// clients speaking the protocol of docs/realtime.md. Nothing waits on a clock to decide an outcome: each
 // test waits for the event it expects, with a generous deadline that only
 // a broken server reaches.
 package realtime
@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/chronoq/chronoq/internal/api/ws"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/server"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -36,35 +36,79 @@ type env struct {
 	t     *testing.T
 	b     *broker.Broker
 	rt    *ws.Server
-	srv   *httptest.Server
-	admin *httptest.Server
+	srv   listener // the main listener: /v1/ws, /v1/sse
+	admin listener // the admin listener: /admin/disconnect
 }
 
+// listener is one of the server's HTTP listeners.
+type listener struct{ URL string }
+
+// newEnv starts a server. opts.JWT and opts.AdminToken become the
+// server's own settings; the other non-zero fields of opts replace the
+// real-time defaults (tests shrink limits and timers).
 func newEnv(t *testing.T, opts ws.Options) *env {
 	t.Helper()
-	b, err := broker.Open(broker.Options{Dir: t.TempDir(), Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, SegmentSize: 1 << 20, Logger: quiet}})
+	cfg := server.Default()
+	cfg.DataDir, cfg.Logger, cfg.Sync, cfg.SegmentSize = t.TempDir(), quiet, wal.SyncNever, 1<<20
+	cfg.HTTPAddr, cfg.AdminAddr, cfg.BeanstalkAddr = "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.JWT, cfg.AdminToken = opts.JWT, opts.AdminToken
+	if opts.Logger != nil {
+		cfg.Logger = opts.Logger
+	}
+	cfg.Tune.Realtime = func(o *ws.Options) {
+		set := func(v *int, to int) {
+			if to != 0 {
+				*v = to
+			}
+		}
+		setDur := func(v *time.Duration, to time.Duration) {
+			if to != 0 {
+				*v = to
+			}
+		}
+		set(&o.MaxConnections, opts.MaxConnections)
+		set(&o.ConnectBurst, opts.ConnectBurst)
+		set(&o.MaxQueue, opts.MaxQueue)
+		set(&o.MaxQueueBytes, opts.MaxQueueBytes)
+		set(&o.MaxSubscriptions, opts.MaxSubscriptions)
+		set(&o.MaxInflight, opts.MaxInflight)
+		set(&o.MaxPrefetch, opts.MaxPrefetch)
+		if opts.ConnectRate != 0 {
+			o.ConnectRate = opts.ConnectRate
+		}
+		if opts.MaxMessageSize != 0 {
+			o.MaxMessageSize = opts.MaxMessageSize
+		}
+		setDur(&o.PingInterval, opts.PingInterval)
+		setDur(&o.PongTimeout, opts.PongTimeout)
+		setDur(&o.WriteTimeout, opts.WriteTimeout)
+		setDur(&o.ConnectTimeout, opts.ConnectTimeout)
+		setDur(&o.ExpiryGrace, opts.ExpiryGrace)
+		setDur(&o.ConsumeWait, opts.ConsumeWait)
+		if opts.CheckOrigin != nil {
+			o.CheckOrigin = opts.CheckOrigin
+		}
+		if opts.Clock != nil {
+			o.Clock = opts.Clock
+		}
+	}
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = quiet
-	}
-	rt, err := ws.New(b, b.Channels(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, b: b, rt: rt}
-	e.srv = httptest.NewServer(rt.Handler())
-	e.admin = httptest.NewServer(rt.AdminHandler())
+	e := &env{t: t, b: s.Broker(), rt: s.Realtime()}
+	e.srv.URL, e.admin.URL = "http://"+s.Addr(server.HTTP), "http://"+s.Addr(server.Admin)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
+		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		e.srv.Close()
-		e.admin.Close()
-		b.Close()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
 	})
 	return e
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
-// timeLayout is API.md's answer format: UTC, always three fraction digits,
+// timeLayout is docs/api.md's answer format: UTC, always three fraction digits,
 // so answers have a fixed width and sort as strings.
 const timeLayout = "2006-01-02T15:04:05.000Z"
 
@@ -226,8 +226,8 @@ type queuesJSON struct {
 }
 
 // resultJSON is the answer of GET .../result: state, plus the result once
-// completed. A completed job with no result answers "result": null (API.md
-// rule 7), so the field is always there when done.
+// completed. A completed job with no result answers "result": null (docs/api.md,
+// Results and RPC), so the field is always there when done.
 type resultJSON struct {
 	State        string          `json:"state"`
 	Result       json.RawMessage `json:"result,omitempty"`
@@ -269,7 +269,7 @@ type namespaceJSON struct {
 }
 
 // channelHistoryJSON is shown only for namespaces that set a policy, so
-// the namespace object of API.md stays as it is for everyone else.
+// the namespace object of docs/api.md stays as it is for everyone else.
 type channelHistoryJSON struct {
 	Size    int    `json:"size"`
 	TTL     string `json:"ttl"`

@@ -8,7 +8,7 @@ import (
 )
 
 // callRetention is how long a call's own job keeps its result after
-// completion even in a non-retaining queue (API.md rule 7), so a caller
+// completion even in a non-retaining queue (docs/api.md, call), so a caller
 // whose wait ran out can still fetch it with GET .../result.
 const callRetention = time.Minute
 

@@ -1,5 +1,5 @@
 // Package httpapi is chronoq's native HTTP API (/v1 on the main listener,
-// /admin on the admin listener) as API.md defines it. It decodes, checks
+// /admin on the admin listener) as docs/api.md defines it. It decodes, checks
 // auth and limits, calls the Backend and encodes; no queue rule lives here.
 package httpapi
 

@@ -8,7 +8,7 @@ import (
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
-// Limits of API.md. They are checked here, before the broker, because they
+// Limits of docs/api.md (Conventions). They are checked here, before the broker, because they
 // bound what a request may make the server hold in memory; values over a
 // limit are rejected, never clamped, so a client never silently gets less
 // than it asked for.
@@ -27,7 +27,7 @@ const (
 	maxTakeQueues    = engine.MaxTakeQueues
 
 	// hardMaxPayload is the largest max_payload a queue may be given
-	// whatever the server's own setting (API.md: hard max 64 MiB).
+	// whatever the server's own setting (the --max-payload ceiling, internal/server).
 	hardMaxPayload = 64 << 20
 )
 

@@ -1,4 +1,4 @@
-// Package lmstfy serves the HTTP API of bitleak/lmstfy (DESIGN §6b) on top
+// Package lmstfy serves the HTTP API of bitleak/lmstfy on top
 // of the broker, so lmstfy clients can switch by changing the address:
 // /api/... on the main listener, /token/..., /info, /pools and /version on
 // the admin listener. Routes, parameters, status codes, JSON bodies and

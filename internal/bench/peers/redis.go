@@ -1,4 +1,4 @@
-package bench
+package peers
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chronoq/chronoq/internal/bench"
 )
 
 // redisTarget is lmstfy's layout on Redis: a job body key per job, a ZSET
@@ -44,7 +46,7 @@ end
 return #due
 `)
 
-func openRedis(ctx context.Context, _ Config, addr, run string) (Target, error) {
+func openRedis(ctx context.Context, _ bench.Config, addr, run string) (bench.Target, error) {
 	p := "chronoq-" + run + ":"
 	t := &redisTarget{addr: addr, prefix: p, ready: p + "ready", timer: p + "timer", bodies: p + "job:",
 		pump: redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1}), stop: make(chan struct{})}
@@ -73,7 +75,7 @@ func (t *redisTarget) runPump() {
 		case <-tick.C:
 		}
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), bench.OpTimeout)
 			n, err := redisPump.Run(ctx, t.pump, []string{t.timer, t.ready},
 				time.Now().UnixMilli(), batch, t.bodies).Int()
 			cancel()
@@ -84,8 +86,8 @@ func (t *redisTarget) runPump() {
 	}
 }
 
-func (t *redisTarget) Addr() string { return t.addr }
-func (t *redisTarget) Caps() Caps   { return Caps{DelayResolution: time.Millisecond} }
+func (t *redisTarget) Addr() string     { return t.addr }
+func (t *redisTarget) Caps() bench.Caps { return bench.Caps{DelayResolution: time.Millisecond} }
 
 func (t *redisTarget) Close() error {
 	close(t.stop)
@@ -118,9 +120,9 @@ func (t *redisTarget) Cleanup(ctx context.Context) error {
 	return flush()
 }
 
-func (t *redisTarget) Connect(ctx context.Context) (Conn, error) {
+func (t *redisTarget) Connect(ctx context.Context) (bench.Conn, error) {
 	c := redis.NewClient(&redis.Options{Addr: t.addr, PoolSize: 1, MinIdleConns: 1,
-		ReadTimeout: opTimeout, WriteTimeout: opTimeout})
+		ReadTimeout: bench.OpTimeout, WriteTimeout: bench.OpTimeout})
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
 		return nil, err
@@ -149,13 +151,13 @@ func (c *redisConn) Put(ctx context.Context, payload []byte, delay time.Duration
 	return err
 }
 
-func (c *redisConn) Take(ctx context.Context, wait time.Duration) (Job, error) {
+func (c *redisConn) Take(ctx context.Context, wait time.Duration) (bench.Job, error) {
 	kv, err := c.c.BRPop(ctx, wait, c.t.ready).Result()
 	if errors.Is(err, redis.Nil) {
-		return Job{}, errEmpty
+		return bench.Job{}, bench.ErrEmpty
 	}
 	if err != nil {
-		return Job{}, err
+		return bench.Job{}, err
 	}
 	id := kv[1]
 	var body *redis.StringCmd
@@ -165,15 +167,15 @@ func (c *redisConn) Take(ctx context.Context, wait time.Duration) (Job, error) {
 		return nil
 	})
 	if err != nil {
-		return Job{}, err
+		return bench.Job{}, err
 	}
 	b, err := body.Bytes()
 	if err != nil {
-		return Job{}, err
+		return bench.Job{}, err
 	}
-	return Job{Payload: b, ref: id}, nil
+	return bench.Job{Payload: b, Ref: id}, nil
 }
 
-func (c *redisConn) Ack(ctx context.Context, j Job) error {
-	return c.c.Del(ctx, c.t.bodies+j.ref.(string)).Err()
+func (c *redisConn) Ack(ctx context.Context, j bench.Job) error {
+	return c.c.Del(ctx, c.t.bodies+j.Ref.(string)).Err()
 }

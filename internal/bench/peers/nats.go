@@ -1,4 +1,4 @@
-package bench
+package peers
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chronoq/chronoq/internal/bench"
 )
 
 // natsTarget is a JetStream work-queue stream with file storage (the
@@ -22,7 +24,7 @@ type natsTarget struct {
 	js                    jetstream.JetStream
 }
 
-func openNATS(ctx context.Context, _ Config, addr, run string) (Target, error) {
+func openNATS(ctx context.Context, _ bench.Config, addr, run string) (bench.Target, error) {
 	name := strings.ReplaceAll(run, "-", "_")
 	t := &natsTarget{addr: addr, stream: name, subject: "bench." + name}
 	var err error
@@ -51,15 +53,15 @@ func openNATS(ctx context.Context, _ Config, addr, run string) (Target, error) {
 }
 
 func (t *natsTarget) Addr() string { return t.addr }
-func (t *natsTarget) Caps() Caps {
-	return Caps{NoDelayReason: "JetStream has no per-message delay for work queues (2.12's message schedules are cron-like, whole seconds, one subject per schedule)"}
+func (t *natsTarget) Caps() bench.Caps {
+	return bench.Caps{NoDelayReason: "JetStream has no per-message delay for work queues (2.12's message schedules are cron-like, whole seconds, one subject per schedule)"}
 }
 
 func (t *natsTarget) Close() error { t.nc.Close(); return nil }
 
 func (t *natsTarget) Cleanup(ctx context.Context) error { return t.js.DeleteStream(ctx, t.stream) }
 
-func (t *natsTarget) Connect(ctx context.Context) (Conn, error) {
+func (t *natsTarget) Connect(ctx context.Context) (bench.Conn, error) {
 	nc, err := nats.Connect("nats://"+t.addr, nats.Timeout(5*time.Second))
 	if err != nil {
 		return nil, err
@@ -95,34 +97,34 @@ func (c *natsConn) Close() error {
 
 func (c *natsConn) Put(ctx context.Context, payload []byte, delay time.Duration) error {
 	if delay > 0 {
-		return ErrUnsupported
+		return bench.ErrUnsupported
 	}
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, bench.OpTimeout)
 	defer cancel()
 	_, err := c.js.Publish(ctx, c.t.subject, payload)
 	return err
 }
 
-func (c *natsConn) Take(_ context.Context, wait time.Duration) (Job, error) {
+func (c *natsConn) Take(_ context.Context, wait time.Duration) (bench.Job, error) {
 	if c.it == nil {
 		it, err := c.cons.Messages(jetstream.PullMaxMessages(1))
 		if err != nil {
-			return Job{}, err
+			return bench.Job{}, err
 		}
 		c.it = it
 	}
 	msg, err := c.it.Next(jetstream.NextMaxWait(wait))
 	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-		return Job{}, errEmpty
+		return bench.Job{}, bench.ErrEmpty
 	}
 	if err != nil {
-		return Job{}, err
+		return bench.Job{}, err
 	}
-	return Job{Payload: msg.Data(), ref: msg}, nil
+	return bench.Job{Payload: msg.Data(), Ref: msg}, nil
 }
 
-func (c *natsConn) Ack(ctx context.Context, j Job) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+func (c *natsConn) Ack(ctx context.Context, j bench.Job) error {
+	ctx, cancel := context.WithTimeout(ctx, bench.OpTimeout)
 	defer cancel()
-	return j.ref.(jetstream.Msg).DoubleAck(ctx)
+	return j.Ref.(jetstream.Msg).DoubleAck(ctx)
 }

@@ -1,4 +1,8 @@
-package bench
+// Package report turns bench results into the benchmark report: PNG
+// plots (gonum/plot) and a markdown table of medians. Only
+// cmd/chronoq-bench links it, keeping the plotting libraries out of the
+// server binary.
+package report
 
 import (
 	"bufio"
@@ -18,15 +22,17 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/chronoq/chronoq/internal/bench"
 )
 
-// LoadResults reads a results file: a JSON array of Result objects.
-func LoadResults(path string) ([]Result, error) {
+// LoadResults reads a results file: a JSON array of bench.Result objects.
+func LoadResults(path string) ([]bench.Result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var rs []Result
+	var rs []bench.Result
 	if err := json.Unmarshal(data, &rs); err != nil {
 		return nil, fmt.Errorf("%s: %w (want a JSON array of bench results)", path, err)
 	}
@@ -40,7 +46,7 @@ func CDFPath(results string) string {
 
 // LoadCDFs reads a .cdf.jsonl file; a missing file is no error (the plots
 // then draw CDFs through the results' p50/p90/p99/max only).
-func LoadCDFs(path string) ([]CDFRecord, error) {
+func LoadCDFs(path string) ([]bench.CDFRecord, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -49,14 +55,14 @@ func LoadCDFs(path string) ([]CDFRecord, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var out []CDFRecord
+	var out []bench.CDFRecord
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		if len(strings.TrimSpace(sc.Text())) == 0 {
 			continue
 		}
-		var r CDFRecord
+		var r bench.CDFRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -69,10 +75,10 @@ func LoadCDFs(path string) ([]CDFRecord, error) {
 type cell struct {
 	scenario, target string
 	conns            int
-	runs             []Result
+	runs             []bench.Result
 }
 
-func (c *cell) median(f func(Result) float64) float64 {
+func (c *cell) median(f func(bench.Result) float64) float64 {
 	v := make([]float64, len(c.runs))
 	for i, r := range c.runs {
 		v[i] = f(r)
@@ -100,7 +106,7 @@ type matrix struct {
 	scenarios []string
 }
 
-func group(rs []Result) *matrix {
+func group(rs []bench.Result) *matrix {
 	m := &matrix{}
 	for _, r := range rs {
 		c := m.find(r.Scenario, r.Target, r.Conns)
@@ -155,7 +161,7 @@ func (m *matrix) targetsOf(scenario string) []string {
 // and for each peer the ratio of base's throughput to the peer's: the
 // median over repetitions of rep k of base ÷ rep k of the peer, which were
 // measured next to each other in the A/B/A/B order.
-func WriteMarkdown(w io.Writer, rs []Result, base string) {
+func WriteMarkdown(w io.Writer, rs []bench.Result, base string) {
 	m := group(rs)
 	fmt.Fprintf(w, "| scenario | conns | target | reps | jobs/s | p50 ms | p90 ms | p99 ms | max ms | errors | %s ÷ target |\n", base)
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -184,9 +190,9 @@ func WriteMarkdown(w io.Writer, rs []Result, base string) {
 					errs += r.Errors
 				}
 				fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.2f | %.2f | %.2f | %.1f | %d | %s |\n",
-					sc, n, t, len(c.runs), c.median(func(r Result) float64 { return r.JobsPerSec }),
-					c.median(func(r Result) float64 { return r.P50MS }), c.median(func(r Result) float64 { return r.P90MS }),
-					c.median(func(r Result) float64 { return r.P99MS }), c.median(func(r Result) float64 { return r.MaxMS }),
+					sc, n, t, len(c.runs), c.median(func(r bench.Result) float64 { return r.JobsPerSec }),
+					c.median(func(r bench.Result) float64 { return r.P50MS }), c.median(func(r bench.Result) float64 { return r.P90MS }),
+					c.median(func(r bench.Result) float64 { return r.P99MS }), c.median(func(r bench.Result) float64 { return r.MaxMS }),
 					errs, ratio)
 			}
 		}
@@ -274,7 +280,7 @@ func throughputPlot(m *matrix, sc string) (*plot.Plot, error) {
 		vals := make(plotter.Values, len(ts))
 		for j, t := range ts {
 			if c := m.find(sc, t, n); c != nil {
-				vals[j] = c.median(func(r Result) float64 { return r.JobsPerSec })
+				vals[j] = c.median(func(r bench.Result) float64 { return r.JobsPerSec })
 				top = math.Max(top, vals[j])
 			}
 		}
@@ -322,7 +328,7 @@ func (kTicks) Ticks(lo, hi float64) []plot.Tick {
 
 // cdfPlot draws one line per target: the median over repetitions of each
 // quantile; without recorded distributions, the results' percentiles.
-func cdfPlot(m *matrix, cdfs []CDFRecord, sc string, conns int) (*plot.Plot, error) {
+func cdfPlot(m *matrix, cdfs []bench.CDFRecord, sc string, conns int) (*plot.Plot, error) {
 	p := plot.New()
 	lateness := sc == "delayed"
 	if lateness {
@@ -346,10 +352,10 @@ func cdfPlot(m *matrix, cdfs []CDFRecord, sc string, conns int) (*plot.Plot, err
 		if pts == nil {
 			for _, q := range []struct {
 				q float64
-				f func(Result) float64
-			}{{0.5, func(r Result) float64 { return r.P50MS }}, {0.9, func(r Result) float64 { return r.P90MS }},
-				{0.99, func(r Result) float64 { return r.P99MS }}, {1, func(r Result) float64 { return r.MaxMS }}} {
-				pts = append(pts, CDFPoint{Q: q.q, MS: c.median(q.f)})
+				f func(bench.Result) float64
+			}{{0.5, func(r bench.Result) float64 { return r.P50MS }}, {0.9, func(r bench.Result) float64 { return r.P90MS }},
+				{0.99, func(r bench.Result) float64 { return r.P99MS }}, {1, func(r bench.Result) float64 { return r.MaxMS }}} {
+				pts = append(pts, bench.CDFPoint{Q: q.q, MS: c.median(q.f)})
 			}
 		}
 		xys := make(plotter.XYs, 0, len(pts))
@@ -403,8 +409,8 @@ const minLogMS = 0.01
 
 // medianCDF merges the repetitions' distributions: at each recorded
 // fraction, the median of the repetitions' values.
-func medianCDF(cdfs []CDFRecord, sc, target string, conns int) []CDFPoint {
-	var reps [][]CDFPoint
+func medianCDF(cdfs []bench.CDFRecord, sc, target string, conns int) []bench.CDFPoint {
+	var reps [][]bench.CDFPoint
 	for _, r := range cdfs {
 		if r.Scenario == sc && r.Target == target && r.Conns == conns && len(r.Points) > 0 {
 			reps = append(reps, r.Points)
@@ -413,7 +419,7 @@ func medianCDF(cdfs []CDFRecord, sc, target string, conns int) []CDFPoint {
 	if len(reps) == 0 {
 		return nil
 	}
-	out := make([]CDFPoint, 0, len(reps[0]))
+	out := make([]bench.CDFPoint, 0, len(reps[0]))
 	for i, pt := range reps[0] {
 		var v []float64
 		for _, r := range reps {
@@ -421,7 +427,7 @@ func medianCDF(cdfs []CDFRecord, sc, target string, conns int) []CDFPoint {
 				v = append(v, r[i].MS)
 			}
 		}
-		out = append(out, CDFPoint{Q: pt.Q, MS: median(v)})
+		out = append(out, bench.CDFPoint{Q: pt.Q, MS: median(v)})
 	}
 	return out
 }

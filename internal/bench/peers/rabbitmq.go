@@ -1,4 +1,4 @@
-package bench
+package peers
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/chronoq/chronoq/internal/bench"
 )
 
 // rabbitTarget is a quorum queue (replicated log, fsynced before confirms)
@@ -19,7 +21,7 @@ type rabbitTarget struct {
 	conn             *amqp.Connection
 }
 
-func openRabbitMQ(_ context.Context, _ Config, addr, run string) (Target, error) {
+func openRabbitMQ(_ context.Context, _ bench.Config, addr, run string) (bench.Target, error) {
 	t := &rabbitTarget{addr: addr, url: "amqp://guest:guest@" + addr + "/", queue: run}
 	var err error
 	if t.conn, err = amqp.DialConfig(t.url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)}); err != nil {
@@ -38,8 +40,8 @@ func openRabbitMQ(_ context.Context, _ Config, addr, run string) (Target, error)
 }
 
 func (t *rabbitTarget) Addr() string { return t.addr }
-func (t *rabbitTarget) Caps() Caps {
-	return Caps{NoDelayReason: "RabbitMQ delays need the delayed-message exchange plugin, which the Debian package does not ship"}
+func (t *rabbitTarget) Caps() bench.Caps {
+	return bench.Caps{NoDelayReason: "RabbitMQ delays need the delayed-message exchange plugin, which the Debian package does not ship"}
 }
 func (t *rabbitTarget) Close() error { return t.conn.Close() }
 
@@ -53,7 +55,7 @@ func (t *rabbitTarget) Cleanup(context.Context) error {
 	return err
 }
 
-func (t *rabbitTarget) Connect(context.Context) (Conn, error) {
+func (t *rabbitTarget) Connect(context.Context) (bench.Conn, error) {
 	conn, err := amqp.DialConfig(t.url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
 		return nil, err
@@ -80,9 +82,9 @@ func (c *rabbitConn) Close() error { return c.conn.Close() }
 
 func (c *rabbitConn) Put(ctx context.Context, payload []byte, delay time.Duration) error {
 	if delay > 0 {
-		return ErrUnsupported
+		return bench.ErrUnsupported
 	}
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, bench.OpTimeout)
 	defer cancel()
 	dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, "", c.t.queue, false, false,
 		amqp.Publishing{DeliveryMode: amqp.Persistent, ContentType: "application/octet-stream", Body: payload})
@@ -99,14 +101,14 @@ func (c *rabbitConn) Put(ctx context.Context, payload []byte, delay time.Duratio
 	return nil
 }
 
-func (c *rabbitConn) Take(ctx context.Context, wait time.Duration) (Job, error) {
+func (c *rabbitConn) Take(ctx context.Context, wait time.Duration) (bench.Job, error) {
 	if c.deliveries == nil {
 		if err := c.ch.Qos(1, 0, false); err != nil {
-			return Job{}, err
+			return bench.Job{}, err
 		}
 		d, err := c.ch.Consume(c.t.queue, "", false, false, false, false, nil)
 		if err != nil {
-			return Job{}, err
+			return bench.Job{}, err
 		}
 		c.deliveries = d
 	}
@@ -115,16 +117,16 @@ func (c *rabbitConn) Take(ctx context.Context, wait time.Duration) (Job, error) 
 	select {
 	case d, ok := <-c.deliveries:
 		if !ok {
-			return Job{}, fmt.Errorf("consumer closed")
+			return bench.Job{}, fmt.Errorf("consumer closed")
 		}
-		return Job{Payload: d.Body, ref: d}, nil
+		return bench.Job{Payload: d.Body, Ref: d}, nil
 	case <-timer.C:
-		return Job{}, errEmpty
+		return bench.Job{}, bench.ErrEmpty
 	case <-ctx.Done():
-		return Job{}, ctx.Err()
+		return bench.Job{}, ctx.Err()
 	}
 }
 
-func (c *rabbitConn) Ack(_ context.Context, j Job) error {
-	return j.ref.(amqp.Delivery).Ack(false)
+func (c *rabbitConn) Ack(_ context.Context, j bench.Job) error {
+	return j.Ref.(amqp.Delivery).Ack(false)
 }

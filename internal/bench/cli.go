@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+)
+
+const cliUsage = `Usage:
+  %[1]s --target T [--addr HOST:PORT] --scenario S [flags]
+%[2]s
+Drives a queue server with --conns connections (one worker each) for
+--duration and prints a summary table (with --json: exactly one JSON
+object) of throughput and latency percentiles. On a terminal a live
+progress line is shown on stderr.
+
+Scenarios:
+  put        durable puts as fast as possible; latency is one put
+  lifecycle  put -> take -> ack per iteration; latency is the cycle
+  delayed    put with a random delay from --delay-range, take it when
+             due, ack; the percentiles are lateness (handed out - due)
+  fanout     one publisher, --conns subscribers of a channel (chronoq-ws
+             only); jobs are deliveries, latency is publish -> delivery
+%[3]s
+Targets:
+`
+
+const plotUsage = `
+"plot" draws PNGs (throughput by target and connection count, latency
+CDFs, lateness) from a results file (a JSON array of --json objects, with
+distributions from RESULTS.cdf.jsonl when present) and prints a markdown
+table of medians and same-run ratios against --base.
+`
+
+// Main is the bench command line; prog names it in the usage text. plot,
+// when set, runs "prog plot ARGS"; without it the command has no plot.
+func Main(prog string, args []string, plot func(args []string) error) error {
+	plotLine, plotText := "", ""
+	if plot != nil {
+		plotLine = "  " + prog + " plot RESULTS.json OUTDIR [--base TARGET]\n"
+		plotText = plotUsage
+		if len(args) > 0 && args[0] == "plot" {
+			return plot(args[1:])
+		}
+	}
+	var (
+		cfg        Config
+		delayRange string
+		jsonOut    bool
+		cdfPath    string
+	)
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&cfg.Target, "target", "chronoq-http", "a target listed above")
+	fs.StringVar(&cfg.Addr, "addr", "", "server address host:port (default: the target's usual port on 127.0.0.1)")
+	fs.StringVar(&cfg.Scenario, "scenario", "put", "put, lifecycle, delayed or fanout")
+	fs.IntVar(&cfg.Conns, "conns", 64, "concurrent connections, one worker each")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long workers start new iterations")
+	fs.IntVar(&cfg.Payload, "payload", 100, "payload size in bytes")
+	fs.StringVar(&delayRange, "delay-range", "1s..10s", "delayed: range of the random delays, MIN..MAX")
+	fs.BoolVar(&jsonOut, "json", false, "print exactly one JSON object instead of the table")
+	fs.StringVar(&cfg.Label, "label", "", "name reported as the target (e.g. beanstalkd-nobinlog)")
+	fs.StringVar(&cfg.Token, "token", os.Getenv("CHRONOQ_TOKEN"), "chronoq namespace token, when the server requires one (env CHRONOQ_TOKEN)")
+	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), cliUsage, prog, plotLine, plotText)
+		for _, t := range Targets() {
+			fmt.Fprintln(fs.Output(), "  "+t)
+		}
+		fmt.Fprint(fs.Output(), "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if cfg.DelayMin, cfg.DelayMax, err = ParseDelayRange(delayRange); err != nil {
+		return err
+	}
+	if isTerminal(os.Stderr) {
+		cfg.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, rec, err := Run(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, ErrUnsupported) {
+			return fmt.Errorf("bench: n/a: %w", err)
+		}
+		return fmt.Errorf("bench: %w", err)
+	}
+	if cdfPath != "" {
+		if err := AppendCDF(cdfPath, res, rec); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	if jsonOut {
+		return WriteJSON(os.Stdout, res)
+	}
+	return WriteTable(os.Stdout, res)
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,99 @@
+package report_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/bench"
+	"github.com/chronoq/chronoq/internal/bench/report"
+	"github.com/chronoq/chronoq/internal/server"
+	"github.com/chronoq/chronoq/internal/wal"
+)
+
+// startChronoq runs the real server on a loopback port until the test
+// ends and answers its HTTP base URL.
+func startChronoq(t *testing.T) string {
+	t.Helper()
+	cfg := server.Default()
+	cfg.DataDir, cfg.Logger, cfg.Sync = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), wal.SyncNever
+	cfg.HTTPAddr, cfg.AdminAddr, cfg.BeanstalkAddr = "127.0.0.1:0", "", ""
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+	})
+	return "http://" + s.Addr(server.HTTP)
+}
+
+// TestPlot draws the report from a small results file and its CDFs.
+func TestPlot(t *testing.T) {
+	url := startChronoq(t)
+	dir := t.TempDir()
+	results := filepath.Join(dir, "r.json")
+	var objs []string
+	for _, sc := range []string{"put", "delayed"} {
+		for _, label := range []string{"chronoq-http", "other"} {
+			for _, n := range []int{1, 2} {
+				res, rec, err := bench.Run(context.Background(), bench.Config{Target: "chronoq-http", Label: label, Addr: url,
+					Scenario: sc, Conns: n, Duration: 100 * time.Millisecond, Payload: 10,
+					DelayMin: 10 * time.Millisecond, DelayMax: 30 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				if err := bench.WriteJSON(&b, res); err != nil {
+					t.Fatal(err)
+				}
+				objs = append(objs, strings.TrimSpace(b.String()))
+				if err := bench.AppendCDF(report.CDFPath(results), res, rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := os.WriteFile(results, []byte("["+strings.Join(objs, ",\n")+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := report.Plot(results, filepath.Join(dir, "img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"throughput-put.png", "latency-cdf-put.png", "lateness.png"}
+	if len(files) != len(want) {
+		t.Fatalf("wrote %v", files)
+	}
+	for i, f := range files {
+		if filepath.Base(f) != want[i] {
+			t.Fatalf("file %d is %s, want %s", i, f, want[i])
+		}
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" {
+			t.Fatalf("%s: not a PNG (%d bytes, %v)", f, len(b), err)
+		}
+	}
+	rs, err := report.LoadResults(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md strings.Builder
+	report.WriteMarkdown(&md, rs, "chronoq-http")
+	rows := strings.Count(md.String(), "\n") - 2
+	if rows != 8 || !strings.Contains(md.String(), "| put | 2 | other | 1 |") || !strings.Contains(md.String(), "×") {
+		t.Fatalf("markdown table with %d rows:\n%s", rows, md.String())
+	}
+}
