@@ -206,7 +206,7 @@ func serve(args []string) error {
 	m.SetRealtime(func() metrics.Realtime {
 		hs, rs := b.Channels().Stats(), rt.Stats()
 		return metrics.Realtime{Channels: hs.Channels, Subscriptions: hs.Subscriptions, HistoryPublications: hs.Publications,
-			Connections: rs.Connections, SlowDisconnects: rs.SlowDisconnects, Refused: rs.Refused}
+			Connections: rs.Connections, SlowDisconnects: rs.SlowDisconnects, Refused: rs.Refused, PanicsWS: rs.PanicsWS, PanicsSSE: rs.PanicsSSE}
 	})
 	mainMux := http.NewServeMux()
 	mainMux.Handle("/", api.Main())

@@ -64,6 +64,10 @@ type Options struct {
 	// for a base64 payload].
 	MaxPayload     int64
 	MaxMessageSize int64
+	// MaxConnectMessage caps a message until connect has succeeded [8 KiB,
+	// room for a JWT with long channel lists]: a socket without a token
+	// can make the server hold no more than that.
+	MaxConnectMessage int64
 	// MaxQueue and MaxQueueBytes bound what may wait to be written to one
 	// connection [1024 messages, 8 MiB]. A client that falls that far
 	// behind is disconnected with code 4002 (slow consumer) and recovers
@@ -122,6 +126,9 @@ func (o *Options) defaults() {
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = 2*o.MaxPayload + 64<<10
 	}
+	if o.MaxConnectMessage <= 0 {
+		o.MaxConnectMessage = min(8<<10, o.MaxMessageSize)
+	}
 	setInt(&o.MaxQueue, 1024)
 	setInt(&o.MaxQueueBytes, 8<<20)
 	setInt(&o.MaxSubscriptions, 256)
@@ -169,6 +176,8 @@ type Server struct {
 
 	slowDisconnects atomic.Int64
 	refused         atomic.Int64
+	panicsWS        atomic.Int64
+	panicsSSE       atomic.Int64
 }
 
 // New builds a server over the broker b and its channel hub.
@@ -231,11 +240,14 @@ type Stats struct {
 	Connections     int64
 	SlowDisconnects int64 // slow consumers cut off
 	Refused         int64 // connections refused by the cap or the rate limit
+	PanicsWS        int64 // connections closed after a panic in one of their goroutines
+	PanicsSSE       int64
 }
 
 // Stats returns the current counters.
 func (s *Server) Stats() Stats {
-	return Stats{Connections: s.active.Load(), SlowDisconnects: s.slowDisconnects.Load(), Refused: s.refused.Load()}
+	return Stats{Connections: s.active.Load(), SlowDisconnects: s.slowDisconnects.Load(), Refused: s.refused.Load(),
+		PanicsWS: s.panicsWS.Load(), PanicsSSE: s.panicsSSE.Load()}
 }
 
 // Shutdown disconnects every client with code 4001 (reconnect: the server

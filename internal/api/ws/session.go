@@ -69,6 +69,7 @@ func (c *conn) untilExpiry() time.Duration {
 // refreshed since the timer was set, so it decides from the current exp,
 // not from the fact that the timer fired.
 func (c *conn) checkExpiry() {
+	defer c.recoverPanic("expiry", nil)
 	if c.exp.Load() == 0 {
 		return
 	}

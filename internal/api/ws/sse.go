@@ -103,6 +103,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	s.register(c)
 	defer c.teardown()
+	defer c.recoverPanic("sse", nil)
 	c.setIdentity(id)
 
 	// A stream outlives the listener's read and write timeouts; ours are
@@ -147,7 +148,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
 		}
 		c.mu.Lock()
 		batch = c.takeQueue(batch)
-		closing, final := c.closing, c.final
+		closing := c.closing
 		c.mu.Unlock()
 		for i := range batch {
 			c.writeSSE(&buf, &batch[i])
@@ -169,9 +170,9 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
 			buf.Reset()
 		}
 		if closing {
-			if final != nil {
-				close(final)
-			}
+			c.mu.Lock()
+			c.finalLocked()
+			c.mu.Unlock()
 			return
 		}
 	}
