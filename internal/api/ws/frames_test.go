@@ -112,7 +112,26 @@ func TestPreConnectFrameLimit(t *testing.T) {
 		sock := newScripted(clientFrame(websocket.TextMessage, true, tc.size, payload))
 		c := &conn{s: s, nc: sock}
 		c.connected.Store(tc.connected)
-		msg, err := c.readMessage()
+		type result struct {
+			msg []byte
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			msg, err := c.readMessage()
+			res <- result{msg, err}
+		}()
+		var msg []byte
+		var err error
+		select {
+		case r := <-res:
+			msg, err = r.msg, r.err
+		case <-sock.starved:
+			t.Errorf("connected=%v size %d: the reader waits for the payload", tc.connected, tc.size)
+			sock.Close()
+			<-res
+			continue
+		}
 		var pe *protocolError
 		switch {
 		case tc.ok && (err != nil || uint64(len(msg)) != tc.size):
