@@ -94,9 +94,10 @@ type Options struct {
 	// ConsumeWait is the long-poll of one take by a push consumer [30s].
 	ConsumeWait time.Duration
 
-	// CheckOrigin decides on browser origins. Default: allow every
-	// origin, because authentication is the token inside the connect
-	// command, never a cookie, so a foreign page gains nothing by
+	// CheckOrigin decides on browser origins once a credential is
+	// configured (origin.go holds the rule while none is). Default: allow
+	// every origin, because authentication is the token inside the
+	// connect command, never a cookie, so a foreign page gains nothing by
 	// opening a socket.
 	CheckOrigin func(r *http.Request) bool
 	Logger      *slog.Logger

@@ -30,12 +30,19 @@ type ssePos struct {
 }
 
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
-	// Any page may read a stream it holds a token for: authentication is
-	// the token (header or ?token=), never a cookie, so allowing every
-	// origin gives a foreign page nothing it could not get by asking the
-	// server directly. Without it a browser refuses EventSource across
-	// origins and the status of a failed stream is unreadable.
-	w.Header().Set("Access-Control-Allow-Origin", "*")
+	if !s.originAllowed(w, r) {
+		return
+	}
+	// Once a credential is configured any page may read a stream it holds
+	// a token for: authentication is the token (header or ?token=), never
+	// a cookie, so allowing every origin gives a foreign page nothing it
+	// could not get by asking the server directly. Without it a browser
+	// refuses EventSource across origins and the status of a failed stream
+	// is unreadable. While the server is open (origin.go) only its own
+	// origin may read, which needs no header.
+	if s.authRequired() {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+	}
 	q := r.URL.Query()
 	chans := append([]string(nil), q["channel"]...)
 	for _, list := range q["channels"] {

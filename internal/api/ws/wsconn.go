@@ -14,7 +14,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "this endpoint speaks WebSocket: send an Upgrade request")
 		return
 	}
-	if !s.admit(w) {
+	if !s.originAllowed(w, r) || !s.admit(w) {
 		return
 	}
 	wsc, err := s.upgrader.Upgrade(w, r, nil)
