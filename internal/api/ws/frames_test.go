@@ -159,4 +159,3 @@ func TestTextFrameMustBeUTF8(t *testing.T) {
 	}
 	sock.Close()
 }
-
