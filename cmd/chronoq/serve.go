@@ -203,6 +203,7 @@ func serve(args []string) error {
 		b.Close()
 		return err
 	}
+	b.OnTokensChanged(rt.TokensChanged)
 	m.SetRealtime(func() metrics.Realtime {
 		hs, rs := b.Channels().Stats(), rt.Stats()
 		return metrics.Realtime{Channels: hs.Channels, Subscriptions: hs.Subscriptions, HistoryPublications: hs.Publications,

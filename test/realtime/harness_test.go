@@ -53,6 +53,7 @@ func newEnv(t *testing.T, opts ws.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.OnTokensChanged(rt.TokensChanged) // as cmd/chronoq/serve.go wires it
 	e := &env{t: t, b: b, rt: rt}
 	e.srv = httptest.NewServer(rt.Handler())
 	e.admin = httptest.NewServer(rt.AdminHandler())

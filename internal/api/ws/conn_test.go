@@ -180,3 +180,13 @@ func TestConnectionPanicIsContained(t *testing.T) {
 		})
 	}
 }
+
+func TestExpiryBeyondUnixNano(t *testing.T) {
+	s := testServer(t)
+	c := &conn{s: s}
+	c.setIdentity(&identity{kind: authJWT, user: "u", exp: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	defer c.expTimer.Stop()
+	if d := c.untilExpiry(); d < 200*365*24*time.Hour {
+		t.Fatalf("a token valid until year 3000 expires in %v", d)
+	}
+}

@@ -170,6 +170,9 @@ type Server struct {
 	conns  map[*conn]struct{}
 	byUser map[string]map[*conn]struct{}
 	byJTI  map[string]map[*conn]struct{}
+	// byToken holds namespace-token connections by the token's hash, with
+	// the token itself, to close them when the token is revoked.
+	byToken map[string]*tokenConns
 
 	// bg tracks work that must finish before the broker closes: the
 	// nacks of consumers whose socket went away.
@@ -189,14 +192,15 @@ func New(b Backend, hub *pubsub.Hub, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		b:      b,
-		hub:    hub,
-		opts:   opts,
-		log:    opts.Logger,
-		jwt:    v,
-		conns:  map[*conn]struct{}{},
-		byUser: map[string]map[*conn]struct{}{},
-		byJTI:  map[string]map[*conn]struct{}{},
+		b:       b,
+		hub:     hub,
+		opts:    opts,
+		log:     opts.Logger,
+		jwt:     v,
+		conns:   map[*conn]struct{}{},
+		byUser:  map[string]map[*conn]struct{}{},
+		byJTI:   map[string]map[*conn]struct{}{},
+		byToken: map[string]*tokenConns{},
 	}
 	s.limiter = bucket{rate: opts.ConnectRate, burst: float64(opts.ConnectBurst), tokens: float64(opts.ConnectBurst)}
 	s.upgrader = websocket.Upgrader{
@@ -317,12 +321,70 @@ func (s *Server) index(c *conn, old, cur *identity) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old != nil {
-		unindex(s.byUser, old.user, c)
-		unindex(s.byJTI, old.jti, c)
+		s.unindexLocked(c, old)
 	}
 	if cur != nil {
 		addIndex(s.byUser, cur.user, c)
 		addIndex(s.byJTI, cur.jti, c)
+		if cur.tokHash != "" {
+			tc := s.byToken[cur.tokHash]
+			if tc == nil {
+				tc = &tokenConns{tok: cur.tok, ns: cur.ns, conns: map[*conn]struct{}{}}
+				s.byToken[cur.tokHash] = tc
+			}
+			tc.conns[c] = struct{}{}
+		}
+	}
+}
+
+type tokenConns struct {
+	tok, ns string
+	conns   map[*conn]struct{}
+}
+
+func (s *Server) unindexLocked(c *conn, id *identity) {
+	unindex(s.byUser, id.user, c)
+	unindex(s.byJTI, id.jti, c)
+	if tc := s.byToken[id.tokHash]; tc != nil {
+		delete(tc.conns, c)
+		if len(tc.conns) == 0 {
+			delete(s.byToken, id.tokHash)
+		}
+	}
+}
+
+// TokensChanged tells the server that namespace tokens were created or
+// revoked (the broker calls it; see cmd/chronoq/serve.go). Connections
+// whose token no longer names their namespace are closed with 4503
+// token_revoked: a revoked token must not live on in open sockets. It
+// returns at once; the check runs in the background, because the broker
+// calls it from its loop.
+func (s *Server) TokensChanged() {
+	go s.revalidateTokens()
+}
+
+func (s *Server) revalidateTokens() {
+	type entry struct {
+		tok, ns string
+		conns   []*conn
+	}
+	s.mu.Lock()
+	all := make([]entry, 0, len(s.byToken))
+	for _, tc := range s.byToken {
+		e := entry{tok: tc.tok, ns: tc.ns}
+		for c := range tc.conns {
+			e.conns = append(e.conns, c)
+		}
+		all = append(all, e)
+	}
+	s.mu.Unlock()
+	for _, e := range all {
+		if ns, ok := s.b.TokenNamespace(e.tok); ok && ns == e.ns {
+			continue
+		}
+		for _, c := range e.conns {
+			c.disconnect(discRevoked)
+		}
 	}
 }
 
@@ -351,11 +413,15 @@ func (s *Server) unregister(c *conn, id *identity) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	if id != nil {
-		unindex(s.byUser, id.user, c)
-		unindex(s.byJTI, id.jti, c)
+		s.unindexLocked(c, id)
 	}
 	s.mu.Unlock()
 	s.active.Add(-1)
+}
+
+func (s *Server) isNamespaceToken(tok string) bool {
+	_, ok := s.b.TokenNamespace(tok)
+	return ok
 }
 
 func (s *Server) isAdminToken(tok string) bool {
@@ -369,8 +435,15 @@ func (s *Server) isAdminToken(tok string) bool {
 // clients to stay away, but only refusing the token stops a hostile one.
 func (s *Server) adminDisconnect(w http.ResponseWriter, r *http.Request) {
 	if s.opts.AdminToken != "" {
+		// As every admin route (docs/api.md): no token or an unknown one is
+		// 401, a namespace token 403.
 		tok, ok := bearer(r)
-		if !ok || !s.isAdminToken(tok) {
+		switch {
+		case ok && s.isAdminToken(tok):
+		case ok && s.isNamespaceToken(tok):
+			writeError(w, http.StatusForbidden, "forbidden", "admin calls need the admin token, not a namespace token")
+			return
+		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="chronoq"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "admin calls need the admin token")
 			return
@@ -394,14 +467,25 @@ func (s *Server) adminDisconnect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "user: give exactly one of user and token_id")
 		return
 	}
-	m, key := s.byUser, req.User
-	if req.TokenID != nil {
-		m, key = s.byJTI, req.TokenID
-	}
 	s.mu.Lock()
 	var victims []*conn
-	for c := range m[*key] {
-		victims = append(victims, c)
+	if req.User != nil {
+		for c := range s.byUser[*req.User] {
+			victims = append(victims, c)
+		}
+	} else {
+		// A token id is a JWT's jti, or a namespace token's SHA-256 hex
+		// (as the admin API lists tokens), or the namespace token itself.
+		for c := range s.byJTI[*req.TokenID] {
+			victims = append(victims, c)
+		}
+		for _, h := range []string{*req.TokenID, tokenHash(*req.TokenID)} {
+			if tc := s.byToken[h]; tc != nil {
+				for c := range tc.conns {
+					victims = append(victims, c)
+				}
+			}
+		}
 	}
 	s.mu.Unlock()
 	d := discAdmin
