@@ -118,13 +118,19 @@ func (c *conn) readFrame() (msg []byte, done bool, err error) {
 	return msg, true, nil
 }
 
+// firstChunk is what a frame's buffer starts at (or the frame's size if
+// smaller): one allocation for a typical command, and little for a peer
+// that announces a big frame and sends nothing.
+const firstChunk = 4 << 10
+
 // readPayload appends n payload bytes to c.frag, growing it only as bytes
-// arrive: at most twice what the peer actually sent is ever allocated.
+// arrive: beyond firstChunk, at most twice what the peer actually sent is
+// ever allocated.
 func (c *conn) readPayload(n int64) error {
 	src := (*frameSource)(c)
 	for n > 0 {
 		if len(c.frag) == cap(c.frag) {
-			c.frag = slices.Grow(c.frag, int(min(n, int64(max(cap(c.frag), len(c.rbuf))))))
+			c.frag = slices.Grow(c.frag, int(min(n, int64(max(cap(c.frag), firstChunk)))))
 		}
 		room := c.frag[len(c.frag):cap(c.frag)]
 		if int64(len(room)) > n {
