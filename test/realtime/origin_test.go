@@ -62,7 +62,8 @@ func TestForeignOriginRefusedWhileOpen(t *testing.T) {
 	}
 
 	// A token now exists: the token is the guard, foreign pages may connect.
-	if _, err := e.b.CreateToken(context.Background(), "default", "t"); err != nil {
+	tok, err := e.b.CreateToken(context.Background(), "default", "t")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if st, err := dialWith("http://evil.example"); st != http.StatusSwitchingProtocols {
@@ -70,5 +71,11 @@ func TestForeignOriginRefusedWhileOpen(t *testing.T) {
 	}
 	if st, acao := sseWith("http://evil.example"); st != http.StatusUnauthorized || acao != "*" {
 		t.Errorf("SSE without token from a foreign origin with tokens configured: %d, ACAO %q; want 401 readable by the page (*)", st, acao)
+	}
+	s, resp := e.sse("channel=default/o&token="+tok, http.Header{"Origin": {"http://evil.example"}})
+	if s == nil || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("SSE with a token from a foreign origin: %d, ACAO %q; want 200 and *", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	} else {
+		s.resp.Body.Close()
 	}
 }

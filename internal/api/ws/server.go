@@ -329,17 +329,20 @@ func (s *Server) index(c *conn, old, cur *identity) {
 		if cur.tokHash != "" {
 			tc := s.byToken[cur.tokHash]
 			if tc == nil {
-				tc = &tokenConns{tok: cur.tok, ns: cur.ns, conns: map[*conn]struct{}{}}
+				tc = &tokenConns{tok: cur.tok, hash: cur.tokHash, ns: cur.ns, conns: map[*conn]struct{}{}}
 				s.byToken[cur.tokHash] = tc
 			}
+			// Connections of one token share its strings: a service's
+			// thousand sockets need not hold a thousand copies.
+			cur.tok, cur.tokHash = tc.tok, tc.hash
 			tc.conns[c] = struct{}{}
 		}
 	}
 }
 
 type tokenConns struct {
-	tok, ns string
-	conns   map[*conn]struct{}
+	tok, hash, ns string
+	conns         map[*conn]struct{}
 }
 
 func (s *Server) unindexLocked(c *conn, id *identity) {
