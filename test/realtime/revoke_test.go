@@ -101,3 +101,17 @@ func TestJWTFarFutureExpiry(t *testing.T) {
 		t.Fatalf("JWT with exp in year 3000: %v", p)
 	}
 }
+
+// A connection made without a token while none existed must not keep
+// every right once the first token is created.
+func TestAnonymousConnectionsClosedOnceATokenExists(t *testing.T) {
+	e := newEnv(t, ws.Options{})
+	c := e.connect("")
+	c.ok("subscribe", map[string]any{"channel": "default/news"})
+	if _, err := e.b.CreateToken(context.Background(), "default", "first"); err != nil {
+		t.Fatal(err)
+	}
+	if code, disc := c.closed(); code != 4501 || string(disc["reconnect"]) != "false" {
+		t.Errorf("anonymous connection after the first token: close %d %v, want 4501", code, disc)
+	}
+}

@@ -173,6 +173,9 @@ type Server struct {
 	// byToken holds namespace-token connections by the token's hash, with
 	// the token itself, to close them when the token is revoked.
 	byToken map[string]*tokenConns
+	// anon holds the connections made without a token while none existed,
+	// to close them once one does.
+	anon map[*conn]struct{}
 
 	// bg tracks work that must finish before the broker closes: the
 	// nacks of consumers whose socket went away.
@@ -201,6 +204,7 @@ func New(b Backend, hub *pubsub.Hub, opts Options) (*Server, error) {
 		byUser:  map[string]map[*conn]struct{}{},
 		byJTI:   map[string]map[*conn]struct{}{},
 		byToken: map[string]*tokenConns{},
+		anon:    map[*conn]struct{}{},
 	}
 	s.limiter = bucket{rate: opts.ConnectRate, burst: float64(opts.ConnectBurst), tokens: float64(opts.ConnectBurst)}
 	s.upgrader = websocket.Upgrader{
@@ -324,6 +328,9 @@ func (s *Server) index(c *conn, old, cur *identity) {
 		s.unindexLocked(c, old)
 	}
 	if cur != nil {
+		if cur.kind == authAnonymous {
+			s.anon[c] = struct{}{}
+		}
 		addIndex(s.byUser, cur.user, c)
 		addIndex(s.byJTI, cur.jti, c)
 		if cur.tokHash != "" {
@@ -346,6 +353,7 @@ type tokenConns struct {
 }
 
 func (s *Server) unindexLocked(c *conn, id *identity) {
+	delete(s.anon, c)
 	unindex(s.byUser, id.user, c)
 	unindex(s.byJTI, id.jti, c)
 	if tc := s.byToken[id.tokHash]; tc != nil {
@@ -359,9 +367,10 @@ func (s *Server) unindexLocked(c *conn, id *identity) {
 // TokensChanged tells the server that namespace tokens were created or
 // revoked (the broker calls it; see cmd/chronoq/serve.go). Connections
 // whose token no longer names their namespace are closed with 4503
-// token_revoked: a revoked token must not live on in open sockets. It
-// returns at once; the check runs in the background, because the broker
-// calls it from its loop.
+// token_revoked: a revoked token must not live on in open sockets. Once
+// the first token exists, connections made without one (allowed only
+// while none existed) are closed with 4501. It returns at once; the check
+// runs in the background, because the broker calls it from its loop.
 func (s *Server) TokensChanged() {
 	go s.revalidateTokens()
 }
@@ -372,6 +381,12 @@ func (s *Server) revalidateTokens() {
 		conns   []*conn
 	}
 	s.mu.Lock()
+	var anon []*conn
+	if s.authRequired() {
+		for c := range s.anon {
+			anon = append(anon, c)
+		}
+	}
 	all := make([]entry, 0, len(s.byToken))
 	for _, tc := range s.byToken {
 		e := entry{tok: tc.tok, ns: tc.ns}
@@ -381,6 +396,9 @@ func (s *Server) revalidateTokens() {
 		all = append(all, e)
 	}
 	s.mu.Unlock()
+	for _, c := range anon {
+		c.disconnect(discUnauthorized)
+	}
 	for _, e := range all {
 		if ns, ok := s.b.TokenNamespace(e.tok); ok && ns == e.ns {
 			continue

@@ -41,7 +41,7 @@ func (c *conn) push(v any, bounded bool) bool {
 func (c *conn) setIdentity(id *identity) {
 	old := c.id
 	c.id = id
-	if id.kind == authJWT || id.kind == authNamespace {
+	if id.kind != authAdmin {
 		c.s.index(c, old, id)
 	}
 	if id.exp.IsZero() {
