@@ -111,7 +111,14 @@ func (b *Broker) refreshTokens() {
 	b.tokMu.Lock()
 	b.tokens = t
 	b.tokMu.Unlock()
+	if fn := b.onTokens.Load(); fn != nil {
+		(*fn)()
+	}
 }
+
+// OnTokensChanged installs fn, called (on the broker's loop: it must not
+// block) after namespace tokens are created or revoked.
+func (b *Broker) OnTokensChanged(fn func()) { b.onTokens.Store(&fn) }
 
 // TokenNamespace returns the namespace of a token.
 func (b *Broker) TokenNamespace(tok string) (string, bool) {

@@ -92,6 +92,9 @@ type Broker struct {
 
 	tokMu  sync.RWMutex
 	tokens map[string]string // token hash → namespace (a copy readable off-loop)
+	// onTokens, when set, learns of every change to the token table (the
+	// real-time server closes connections of revoked tokens).
+	onTokens atomic.Pointer[func()]
 }
 
 // request is one unit of work for the loop. fn runs on the loop; the

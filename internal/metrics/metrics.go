@@ -140,6 +140,9 @@ type Realtime struct {
 	Channels, Subscriptions, HistoryPublications int
 	Connections                                  int64
 	SlowDisconnects, Refused                     int64 // counters
+	// PanicsWS and PanicsSSE count connections closed after a panic in
+	// one of their goroutines (the process lives on).
+	PanicsWS, PanicsSSE int64
 }
 
 // SetRealtime installs the source of the real-time gauges.
@@ -152,6 +155,7 @@ var (
 	descRTConns  = prometheus.NewDesc("chronoq_realtime_connections", "Open WebSocket and SSE connections.", nil, nil)
 	descSlow     = prometheus.NewDesc("chronoq_realtime_slow_disconnects_total", "Connections closed because their outgoing queue was full (slow consumers).", nil, nil)
 	descRefused  = prometheus.NewDesc("chronoq_realtime_refused_total", "WebSocket/SSE connections refused by the connection cap or the connect rate limit.", nil, nil)
+	descPanics   = prometheus.NewDesc("chronoq_connection_panics_total", "Connections closed because one of their goroutines panicked (recovered; the server lives on).", []string{"protocol"}, nil)
 )
 
 // realtimeCollector reads the real-time numbers when scraped: they live
@@ -160,7 +164,7 @@ var (
 type realtimeCollector struct{ m *Metrics }
 
 func (c realtimeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descChannels, descSubs, descHistory, descRTConns, descSlow, descRefused} {
+	for _, d := range []*prometheus.Desc{descChannels, descSubs, descHistory, descRTConns, descSlow, descRefused, descPanics} {
 		ch <- d
 	}
 }
@@ -176,6 +180,8 @@ func (c realtimeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRTConns, prometheus.GaugeValue, float64(r.Connections))
 	ch <- prometheus.MustNewConstMetric(descSlow, prometheus.CounterValue, float64(r.SlowDisconnects))
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Refused))
+	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(r.PanicsWS), "ws")
+	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(r.PanicsSSE), "sse")
 }
 
 // labelGuard admits the first max distinct queues as label values.

@@ -286,10 +286,11 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 		return err
 	}
 	s.rt = rt
+	b.OnTokensChanged(rt.TokensChanged)
 	m.SetRealtime(func() metrics.Realtime {
 		hs, rs := b.Channels().Stats(), rt.Stats()
 		return metrics.Realtime{Channels: hs.Channels, Subscriptions: hs.Subscriptions, HistoryPublications: hs.Publications,
-			Connections: rs.Connections, SlowDisconnects: rs.SlowDisconnects, Refused: rs.Refused}
+			Connections: rs.Connections, SlowDisconnects: rs.SlowDisconnects, Refused: rs.Refused, PanicsWS: rs.PanicsWS, PanicsSSE: rs.PanicsSSE}
 	})
 	if cfg.BeanstalkAddr != "" || cfg.BeanstalkListener != nil {
 		bo := cfg.Beanstalk

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,11 +144,13 @@ func TestBrowserClient(t *testing.T) {
 	e.srv = startServer(t, e.bin)
 	e.authSrv = startServer(t, e.bin, "--jwt-secret", jwtSecret, "--admin-token", authAdminToken)
 	e.authSrv.token = authAdminToken
-	// SSE to the plain server goes across origins (chronoq allows any
-	// origin on /v1/sse); the auth server's goes through a same-origin
-	// path, as an app behind a reverse proxy would use it.
-	e.page = servePage(t, tl, map[string]string{"/auth/v1/sse": e.authSrv.httpAddr})
-	e.d = startDriver(t, tl, fmt.Sprintf("%s/page.html?dead=%d&sse=%s", e.page.URL, dead, url.QueryEscape("http://"+e.srv.httpAddr)), shot)
+	// The plain server has no credential, so chronoq refuses pages of
+	// other origins (docs/realtime.md, Origin): the page reaches it through
+	// its own origin's /v1/, as an app behind a reverse proxy would. The
+	// auth server's WebSocket goes across origins (a token is configured);
+	// its SSE goes through a same-origin path too.
+	e.page = servePage(t, tl, map[string]string{"/auth/v1/sse": e.authSrv.httpAddr, "/v1/": e.srv.httpAddr})
+	e.d = startDriver(t, tl, fmt.Sprintf("%s/page.html?dead=%d", e.page.URL, dead), shot)
 	t.Logf("browser up after %v", time.Since(start).Round(time.Millisecond))
 
 	t.Run("channels", e.testChannels)
@@ -225,7 +226,7 @@ type opts map[string]any
 func (e *env) testChannels(t *testing.T) {
 	srv := e.srv
 	srv.t = t
-	server := "http://" + srv.httpAddr
+	server := e.page.URL // proxied to srv (see the page server above)
 
 	// The durable namespace. Created plainly when the server refuses the
 	// channel_history setting, so that everything else is still checked.

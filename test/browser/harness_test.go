@@ -367,7 +367,8 @@ const jwtSecret = "browser-test-secret-browser-test-secret"
 
 // servePage serves the page and the client; sse maps paths of the page's
 // origin to chronoq servers whose /v1/sse they proxy ("/v1/sse" and, say,
-// "/auth/v1/sse").
+// "/auth/v1/sse"); a path ending in "/" ("/v1/") proxies that subtree,
+// WebSocket included.
 func servePage(t *testing.T, tl tools, sse map[string]string) *httptest.Server {
 	t.Helper()
 	files := map[string]string{
@@ -382,6 +383,14 @@ func servePage(t *testing.T, tl tools, sse map[string]string) *httptest.Server {
 		mux.Handle(path, &httputil.ReverseProxy{
 			Rewrite: func(r *httputil.ProxyRequest) {
 				r.SetURL(target)
+				if strings.HasSuffix(path, "/") {
+					// A whole subtree, as a reverse proxy in front of
+					// chronoq passes it on: path and Host kept, so the
+					// page is same-origin for chronoq's Origin rule.
+					r.Out.URL.Path = r.In.URL.Path
+					r.Out.Host = r.In.Host
+					return
+				}
 				r.Out.URL.Path = "/v1/sse"
 			},
 			Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext},

@@ -4,8 +4,9 @@
 // browser_test.go) and reads window.t.snapshot().
 //
 // Query: server=<default chronoq base URL; t.start can name another>,
-// sse=<base URL for SSE, default the page's own origin (chronoq allows
-// any origin on /v1/sse, so this may be the server itself)>, dead=<a loopback port that closes every connection at once>.
+// sse=<base URL for SSE, default the page's own origin (with a token
+// configured chronoq allows any origin on /v1/sse, so this may be the
+// server itself)>, dead=<a loopback port that closes every connection at once>.
 
 import { Chronoq } from "/clients/js/chronoq.js";
 

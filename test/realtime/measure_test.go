@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,6 +275,16 @@ func TestMeasureIdleMemory(t *testing.T) {
 		float64(ms.HeapInuse-ms0.HeapInuse)/1024/float64(n), float64(ms.StackInuse-ms0.StackInuse)/1024/float64(n), runtime.NumGoroutine())
 }
 
+// cpuTime is the CPU (user + system) this process, the server, has used:
+// the clients run in a child process, so this is the server's cost alone.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func TestMeasureFanout(t *testing.T) {
 	measuring(t)
 	for _, tc := range []struct {
@@ -292,6 +303,7 @@ func TestMeasureFanout(t *testing.T) {
 			// Burst: publications back to back; throughput is total
 			// deliveries over first publish → last delivery.
 			c := startChild(t, url, tc.subs, "default/fan", tc.burst)
+			cpu0 := cpuTime()
 			start := time.Now()
 			var slowest time.Duration
 			for i := 0; i < tc.burst; i++ {
@@ -300,9 +312,11 @@ func TestMeasureFanout(t *testing.T) {
 				slowest = max(slowest, time.Since(t0))
 			}
 			s := c.summary(t)
+			cpu := cpuTime() - cpu0
 			el := time.Duration(s.LastNanos - start.UnixNano())
-			t.Logf("%d subscribers, burst of %d: %d deliveries (%d missing) in %v = %.0f deliveries/s; latency p50 %.1f ms p99 %.1f ms max %.1f ms; slowest Publish call %v",
-				tc.subs, tc.burst, s.Deliveries, s.Missing, el.Round(time.Millisecond), float64(s.Deliveries)/el.Seconds(), s.P50, s.P99, s.Max, slowest)
+			t.Logf("%d subscribers, burst of %d: %d deliveries (%d missing) in %v = %.0f deliveries/s; server CPU %.2f µs per delivery; latency p50 %.1f ms p99 %.1f ms max %.1f ms; slowest Publish call %v",
+				tc.subs, tc.burst, s.Deliveries, s.Missing, el.Round(time.Millisecond), float64(s.Deliveries)/el.Seconds(),
+				float64(cpu.Microseconds())/float64(max(s.Deliveries, 1)), s.P50, s.P99, s.Max, slowest)
 
 			// Paced: a steady rate below saturation, for latency.
 			c = startChild(t, url, tc.subs, "default/fan", tc.paced)

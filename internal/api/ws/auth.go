@@ -5,7 +5,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -186,6 +188,8 @@ type identity struct {
 	ns         string // the namespace it is limited to ("" for admin and anonymous)
 	user       string // JWT sub
 	jti        string
+	tok        string    // namespace tokens: the token, to check it is still valid
+	tokHash    string    // and its SHA-256 hex, the id the admin API lists it by
 	exp        time.Time // JWT only
 	channels   []string
 	publishAll bool
@@ -209,7 +213,7 @@ func (s *Server) authenticate(tok string) (*identity, error) {
 		return &identity{kind: authAdmin}, nil
 	}
 	if ns, ok := s.b.TokenNamespace(tok); ok {
-		return &identity{kind: authNamespace, ns: ns}, nil
+		return &identity{kind: authNamespace, ns: ns, tok: tok, tokHash: tokenHash(tok)}, nil
 	}
 	return nil, errf("unauthorized", "unknown token")
 }
@@ -305,4 +309,11 @@ func splitChannel(id *identity, full string) (ns, ch string, err error) {
 		return "", "", badRequest("channel: invalid channel name %q (want ns/name, name [A-Za-z0-9_.-]{1,200}, optionally #user[,user...])", full)
 	}
 	return ns, ch, nil
+}
+
+// tokenHash is how a namespace token is named without showing it: SHA-256
+// in hex, as the broker stores it and the admin API lists it.
+func tokenHash(tok string) string {
+	h := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(h[:])
 }

@@ -20,4 +20,5 @@ var (
 	discBadRequest     = disconnectReason{4500, "bad_request", false}
 	discUnauthorized   = disconnectReason{4501, "unauthorized", false}
 	discAdmin          = disconnectReason{4502, "disconnected", false}
+	discRevoked        = disconnectReason{4503, "token_revoked", false}
 )

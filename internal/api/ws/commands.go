@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,7 +84,84 @@ func decodeCommand(frame []byte) (command, error) {
 	if cmd.Op == "" {
 		return cmd, badRequest("no command in the frame")
 	}
+	if err := checkEscapes(cmd.Op, cmd.Body); err != nil {
+		return cmd, err
+	}
 	return cmd, nil
+}
+
+// checkEscapes refuses a string escape that is no Unicode character: a
+// lone UTF-16 surrogate ("\ud800"). The frame is UTF-8 already (frames.go),
+// but such an escape would be stored as sent and handed to every reader as
+// a string no UTF-8 decoder can represent. The error names the body's
+// field that holds it.
+func checkEscapes(op string, body json.RawMessage) error {
+	esc, bad := loneSurrogate(body)
+	if !bad {
+		return nil
+	}
+	field := op
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) == nil {
+		keys := make([]string, 0, len(fields))
+		for k := range fields {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if _, ok := loneSurrogate(fields[k]); ok {
+				field = k
+				break
+			}
+		}
+	}
+	return badRequest("%s: a string holds %s, a lone UTF-16 surrogate escape, which is not a Unicode character (send text as UTF-8; binary payloads as payload_base64)", field, esc)
+}
+
+// loneSurrogate finds a \uXXXX escape in the valid JSON text b that is a
+// surrogate not part of a high+low pair.
+func loneSurrogate(b []byte) (string, bool) {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue // in valid JSON a backslash only starts an escape in a string
+		}
+		if b[i+1] != 'u' || i+6 > len(b) {
+			i++ // a one-character escape, such as \\
+			continue
+		}
+		r := hex4(b[i+2 : i+6])
+		switch {
+		case r >= 0xd800 && r < 0xdc00:
+			if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+				if r2 := hex4(b[i+8 : i+12]); r2 >= 0xdc00 && r2 < 0xe000 {
+					i += 11
+					continue
+				}
+			}
+			return string(b[i : i+6]), true
+		case r >= 0xdc00 && r < 0xe000:
+			return string(b[i : i+6]), true
+		}
+		i += 5
+	}
+	return "", false
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return r
 }
 
 // Command bodies. Unknown fields are refused (strictUnmarshal).

@@ -31,14 +31,15 @@ type conn struct {
 	nc   net.Conn      // WebSocket only: the socket, frames read and written by us
 	kick chan struct{} // SSE only: wakes the writer
 
-	mu      sync.Mutex
-	q       []outMsg
-	qLen    int // bounded messages queued
-	qBytes  int
-	writing bool
-	closing bool          // disconnecting: only the final messages go out
-	final   chan struct{} // closed once the final frame is written (or the write failed)
-	reason  disconnectReason
+	mu        sync.Mutex
+	q         []outMsg
+	qLen      int // bounded messages queued
+	qBytes    int
+	writing   bool
+	closing   bool          // disconnecting: only the final messages go out
+	final     chan struct{} // closed once the final frame is written (or the write failed)
+	finalDone bool          // final is closed
+	reason    disconnectReason
 
 	// WebSocket commands waiting for process (guarded by mu).
 	inbox      [][]byte
@@ -204,6 +205,7 @@ func (c *conn) takeQueue(buf []outMsg) []outMsg {
 // socket writes as possible (up to maxBatch bytes each); a publication's
 // frame is encoded once per publication, whatever the subscriber count.
 func (c *conn) flushWS() {
+	defer c.recoverPanic("writer", nil)
 	var batch []outMsg
 	var buf []byte
 	for {
@@ -290,13 +292,11 @@ func (c *conn) finishWriting(failed bool) {
 	if !c.closing {
 		c.closing = true
 		c.reason = disconnectReason{Code: websocket.CloseAbnormalClosure, Reason: "write failed", Reconnect: true}
-		c.final = make(chan struct{})
 	}
 	clear(c.q)
 	c.q = nil
-	final := c.final
+	c.finalLocked()
 	c.mu.Unlock()
-	close(final)
 	if failed {
 		c.nc.Close()
 		return
@@ -305,6 +305,20 @@ func (c *conn) finishWriting(failed bool) {
 }
 
 const closeGrace = 2 * time.Second
+
+// finalLocked marks the final frame written (or never to be written). The
+// reader or teardown may have set closing first without a close frame (the
+// peer vanished), so final may not exist yet; it is made closed then, and
+// closed only once whoever gets here.
+func (c *conn) finalLocked() {
+	if c.final == nil {
+		c.final = make(chan struct{})
+	}
+	if !c.finalDone {
+		c.finalDone = true
+		close(c.final)
+	}
+}
 
 // appendFrame encodes one unmasked (server) frame, RFC 6455 §5.2.
 func appendFrame(dst []byte, op int, payload []byte) []byte {

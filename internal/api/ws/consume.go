@@ -67,6 +67,7 @@ func (c *conn) queueCommand(cmd command) {
 		c.async.Add(1)
 		go func() {
 			defer func() { <-c.sem; c.async.Done() }()
+			defer c.recoverPanic("settle", nil)
 			c.settle(cmd)
 		}()
 	}
@@ -288,6 +289,7 @@ func (k *consumer) credit() int {
 
 func (k *consumer) run() {
 	defer close(k.done)
+	defer k.c.recoverPanic("consumer", nil)
 	backoff := 10 * time.Millisecond
 	for k.ctx.Err() == nil {
 		n := k.credit()
@@ -397,6 +399,7 @@ func (c *conn) stopConsumer() {
 	c.s.bg.Add(1)
 	go func() {
 		defer c.s.bg.Done()
+		defer c.recoverPanic("nack", nil)
 		for key, receipt := range left {
 			k.nack(key.queue, key.id, receipt)
 		}

@@ -1,22 +1,31 @@
 package ws
 
 import (
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"time"
 	"unicode/utf8"
 
+	gws "github.com/gobwas/ws"
 	"github.com/gorilla/websocket"
 )
 
 // Reading client frames (RFC 6455 §5). gorilla/websocket does the
-// handshake; frames are read here because what an idle connection costs is
+// handshake; frames are parsed with gobwas/ws's low-level API (header, then
+// the payload into our own buffer) because what an idle connection costs is
 // mostly the stack of the goroutine blocked reading it. Blocked in
 // gorilla's reader that stack is 4 KB; blocked in the shallow nc.Read of
 // readMessage it stays at Go's minimum 2 KB once the GC has shrunk it
 // after the last command. Client→server traffic is small commands, so a
 // 128-byte buffer in the conn struct serves it.
+//
+// A frame's payload buffer grows as its bytes arrive, never from the length
+// its header announces: a header is a few bytes any peer can send, and
+// trusting it let sockets without a token pin megabytes each. Before
+// connect succeeds a message may be at most MaxConnectMessage bytes
+// (docs/realtime.md, Limits).
 
 type protocolError struct{ reason disconnectReason }
 
@@ -38,7 +47,7 @@ func (c *conn) readMessage() ([]byte, error) {
 		if c.rpos == c.rend {
 			// The idle wait: as shallow as a read can be.
 			n, err := c.nc.Read(c.rbuf[:])
-			if err != nil {
+			if n == 0 && err != nil {
 				return nil, err
 			}
 			c.rpos, c.rend = 0, n
@@ -51,134 +60,140 @@ func (c *conn) readMessage() ([]byte, error) {
 	}
 }
 
-// readFrame reads one frame; done reports a complete data message.
-func (c *conn) readFrame() (msg []byte, done bool, err error) {
-	var hdr [14]byte
-	if err := c.readFull(hdr[:2]); err != nil {
-		return nil, false, err
+// messageLimit is the largest message the connection may send now.
+func (c *conn) messageLimit() int64 {
+	if !c.connected.Load() {
+		return c.s.opts.MaxConnectMessage
 	}
-	fin, rsv, op := hdr[0]&0x80 != 0, hdr[0]&0x70, hdr[0]&0x0f
-	masked, n7 := hdr[1]&0x80 != 0, int(hdr[1]&0x7f)
-	if rsv != 0 {
-		return nil, false, protoErr(websocket.CloseProtocolError, "reserved bits set without an extension")
-	}
-	if !masked {
-		return nil, false, protoErr(websocket.CloseProtocolError, "client frames must be masked")
-	}
-	control := op >= 8
-	var size uint64
-	switch {
-	case n7 < 126:
-		size = uint64(n7)
-	case control:
-		return nil, false, protoErr(websocket.CloseProtocolError, "control frame over 125 bytes")
-	case n7 == 126:
-		if err := c.readFull(hdr[2:4]); err != nil {
-			return nil, false, err
-		}
-		size = uint64(binary.BigEndian.Uint16(hdr[2:4]))
-	default:
-		if err := c.readFull(hdr[2:10]); err != nil {
-			return nil, false, err
-		}
-		size = binary.BigEndian.Uint64(hdr[2:10])
-	}
-	var mask [4]byte
-	if err := c.readFull(mask[:]); err != nil {
-		return nil, false, err
-	}
-	switch op {
-	case websocket.TextMessage, websocket.BinaryMessage, 0:
-		if op == 0 && !c.inFrag {
-			return nil, false, protoErr(websocket.CloseProtocolError, "continuation frame without a message")
-		}
-		if op != 0 && c.inFrag {
-			return nil, false, protoErr(websocket.CloseProtocolError, "new message inside a fragmented one")
-		}
-		if size > uint64(c.s.opts.MaxMessageSize) || uint64(len(c.frag))+size > uint64(c.s.opts.MaxMessageSize) {
-			return nil, false, protoErr(websocket.CloseMessageTooBig, "message too big")
-		}
-		if op != 0 {
-			c.fragOp = op
-		}
-		start := len(c.frag)
-		c.frag = append(c.frag, make([]byte, size)...)
-		if err := c.readFull(c.frag[start:]); err != nil {
-			return nil, false, err
-		}
-		unmask(c.frag[start:], mask)
-		if !fin {
-			c.inFrag = true
-			return nil, false, nil
-		}
-		msg, c.frag, c.inFrag = c.frag, nil, false
-		if c.fragOp == websocket.BinaryMessage {
-			return nil, true, nil
-		}
-		if !utf8.Valid(msg) {
-			return nil, false, protoErr(websocket.CloseInvalidFramePayloadData, "text message is not UTF-8")
-		}
-		return msg, true, nil
-	case websocket.PingMessage, websocket.PongMessage, websocket.CloseMessage:
-		if !fin {
-			return nil, false, protoErr(websocket.CloseProtocolError, "fragmented control frame")
-		}
-		var buf [125]byte
-		p := buf[:size]
-		if err := c.readFull(p); err != nil {
-			return nil, false, err
-		}
-		unmask(p, mask)
-		switch op {
-		case websocket.PingMessage:
-			c.send(outMsg{kind: kindPong, data: append([]byte(nil), p...)})
-		case websocket.PongMessage:
-		default:
-			code := websocket.CloseNormalClosure
-			if len(p) >= 2 {
-				code = int(binary.BigEndian.Uint16(p))
-			}
-			if code < 1000 || code == websocket.CloseNoStatusReceived || code == websocket.CloseAbnormalClosure || code == websocket.CloseTLSHandshake {
-				code = websocket.CloseNormalClosure // not valid on the wire: echo a plain close
-			}
-			c.mu.Lock()
-			c.closeLocked(disconnectReason{Code: code}, false)
-			c.mu.Unlock()
-			return nil, false, errPeerClosed
-		}
-		return nil, false, nil
-	}
-	return nil, false, protoErr(websocket.CloseProtocolError, "unknown opcode")
+	return c.s.opts.MaxMessageSize
 }
 
-// readFull fills p from the buffer, then from the socket.
-func (c *conn) readFull(p []byte) error {
-	n := copy(p, c.rbuf[c.rpos:c.rend])
-	c.rpos += n
-	if n == len(p) {
-		return nil
+// readFrame reads one frame; done reports a complete data message.
+func (c *conn) readFrame() (msg []byte, done bool, err error) {
+	src := (*frameSource)(c)
+	h, err := gws.ReadHeader(src)
+	if err != nil {
+		if errors.Is(err, gws.ErrHeaderLengthMSB) || errors.Is(err, gws.ErrHeaderLengthUnexpected) {
+			return nil, false, protoErr(websocket.CloseProtocolError, "invalid frame length")
+		}
+		return nil, false, err
 	}
-	rest := p[n:]
-	if len(rest) >= len(c.rbuf) {
-		_, err := io.ReadFull(c.nc, rest)
-		return err
+	state := gws.StateServerSide
+	if c.inFrag {
+		state = state.Set(gws.StateFragmented)
 	}
-	// Small remainder: refill the buffer, so a frame's header and payload
-	// usually cost one read together.
-	for len(rest) > 0 {
-		m, err := c.nc.Read(c.rbuf[:])
-		if m == 0 && err != nil {
+	if err := gws.CheckHeader(h, state); err != nil {
+		return nil, false, protoErr(websocket.CloseProtocolError, err.Error())
+	}
+	if h.OpCode.IsControl() {
+		return nil, false, c.readControl(h)
+	}
+	limit := c.messageLimit()
+	if h.Length > limit || int64(len(c.frag))+h.Length > limit {
+		reason := fmt.Sprintf("message too big: the limit is %d bytes", limit)
+		if !c.connected.Load() {
+			reason = fmt.Sprintf("message too big: at most %d bytes before connect", limit)
+		}
+		return nil, false, protoErr(websocket.CloseMessageTooBig, reason)
+	}
+	if h.OpCode != gws.OpContinuation {
+		c.fragOp = byte(h.OpCode)
+	}
+	start := len(c.frag)
+	if err := c.readPayload(h.Length); err != nil {
+		return nil, false, err
+	}
+	gws.Cipher(c.frag[start:], h.Mask, 0)
+	if !h.Fin {
+		c.inFrag = true
+		return nil, false, nil
+	}
+	msg, c.frag, c.inFrag = c.frag, nil, false
+	if c.fragOp == byte(gws.OpBinary) {
+		return nil, true, nil
+	}
+	if !utf8.Valid(msg) {
+		return nil, false, protoErr(websocket.CloseInvalidFramePayloadData, "text message is not UTF-8")
+	}
+	return msg, true, nil
+}
+
+// firstChunk is what a frame's buffer starts at (or the frame's size if
+// smaller): one allocation for a typical command, and little for a peer
+// that announces a big frame and sends nothing.
+const firstChunk = 4 << 10
+
+// readPayload appends n payload bytes to c.frag, growing it only as bytes
+// arrive: beyond firstChunk, at most twice what the peer actually sent is
+// ever allocated.
+func (c *conn) readPayload(n int64) error {
+	src := (*frameSource)(c)
+	for n > 0 {
+		if len(c.frag) == cap(c.frag) {
+			c.frag = slices.Grow(c.frag, int(min(n, int64(max(cap(c.frag), firstChunk)))))
+		}
+		room := c.frag[len(c.frag):cap(c.frag)]
+		if int64(len(room)) > n {
+			room = room[:n]
+		}
+		k, err := src.Read(room)
+		c.frag = c.frag[:len(c.frag)+k]
+		n -= int64(k)
+		if err != nil && n > 0 {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
 			return err
 		}
-		k := copy(rest, c.rbuf[:m])
-		rest = rest[k:]
-		c.rpos, c.rend = k, m
 	}
 	return nil
 }
 
-func unmask(p []byte, key [4]byte) {
-	for i := range p {
-		p[i] ^= key[i&3]
+func (c *conn) readControl(h gws.Header) error {
+	var buf [gws.MaxControlFramePayloadSize]byte
+	p := buf[:h.Length]
+	if _, err := io.ReadFull((*frameSource)(c), p); err != nil {
+		return err
 	}
+	gws.Cipher(p, h.Mask, 0)
+	switch h.OpCode {
+	case gws.OpPing:
+		c.send(outMsg{kind: kindPong, bounded: true, data: append([]byte(nil), p...)})
+	case gws.OpPong:
+	case gws.OpClose:
+		code := websocket.CloseNormalClosure
+		if len(p) >= 2 {
+			sc, reason := gws.ParseCloseFrameData(p)
+			if gws.CheckCloseFrameData(sc, reason) == nil {
+				code = int(sc)
+			}
+		}
+		c.mu.Lock()
+		c.closeLocked(disconnectReason{Code: code}, false)
+		c.mu.Unlock()
+		return errPeerClosed
+	}
+	return nil
+}
+
+// frameSource reads from the connection's small buffer, then the socket:
+// a frame's header and a small payload usually cost one read together, and
+// a large payload is read straight into its own buffer.
+type frameSource conn
+
+func (f *frameSource) Read(p []byte) (int, error) {
+	c := (*conn)(f)
+	if c.rpos == c.rend {
+		if len(p) >= len(c.rbuf) {
+			return c.nc.Read(p)
+		}
+		n, err := c.nc.Read(c.rbuf[:])
+		if n == 0 {
+			return 0, err
+		}
+		c.rpos, c.rend = 0, n
+	}
+	n := copy(p, c.rbuf[c.rpos:c.rend])
+	c.rpos += n
+	return n, nil
 }

@@ -64,6 +64,10 @@ type Options struct {
 	// for a base64 payload].
 	MaxPayload     int64
 	MaxMessageSize int64
+	// MaxConnectMessage caps a message until connect has succeeded [8 KiB,
+	// room for a JWT with long channel lists]: a socket without a token
+	// can make the server hold no more than that.
+	MaxConnectMessage int64
 	// MaxQueue and MaxQueueBytes bound what may wait to be written to one
 	// connection [1024 messages, 8 MiB]. A client that falls that far
 	// behind is disconnected with code 4002 (slow consumer) and recovers
@@ -90,9 +94,10 @@ type Options struct {
 	// ConsumeWait is the long-poll of one take by a push consumer [30s].
 	ConsumeWait time.Duration
 
-	// CheckOrigin decides on browser origins. Default: allow every
-	// origin, because authentication is the token inside the connect
-	// command, never a cookie, so a foreign page gains nothing by
+	// CheckOrigin decides on browser origins once a credential is
+	// configured (origin.go holds the rule while none is). Default: allow
+	// every origin, because authentication is the token inside the
+	// connect command, never a cookie, so a foreign page gains nothing by
 	// opening a socket.
 	CheckOrigin func(r *http.Request) bool
 	Logger      *slog.Logger
@@ -121,6 +126,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = 2*o.MaxPayload + 64<<10
+	}
+	if o.MaxConnectMessage <= 0 {
+		o.MaxConnectMessage = min(8<<10, o.MaxMessageSize)
 	}
 	setInt(&o.MaxQueue, 1024)
 	setInt(&o.MaxQueueBytes, 8<<20)
@@ -162,6 +170,12 @@ type Server struct {
 	conns  map[*conn]struct{}
 	byUser map[string]map[*conn]struct{}
 	byJTI  map[string]map[*conn]struct{}
+	// byToken holds namespace-token connections by the token's hash, with
+	// the token itself, to close them when the token is revoked.
+	byToken map[string]*tokenConns
+	// anon holds the connections made without a token while none existed,
+	// to close them once one does.
+	anon map[*conn]struct{}
 
 	// bg tracks work that must finish before the broker closes: the
 	// nacks of consumers whose socket went away.
@@ -169,6 +183,8 @@ type Server struct {
 
 	slowDisconnects atomic.Int64
 	refused         atomic.Int64
+	panicsWS        atomic.Int64
+	panicsSSE       atomic.Int64
 }
 
 // New builds a server over the broker b and its channel hub.
@@ -179,14 +195,16 @@ func New(b Backend, hub *pubsub.Hub, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		b:      b,
-		hub:    hub,
-		opts:   opts,
-		log:    opts.Logger,
-		jwt:    v,
-		conns:  map[*conn]struct{}{},
-		byUser: map[string]map[*conn]struct{}{},
-		byJTI:  map[string]map[*conn]struct{}{},
+		b:       b,
+		hub:     hub,
+		opts:    opts,
+		log:     opts.Logger,
+		jwt:     v,
+		conns:   map[*conn]struct{}{},
+		byUser:  map[string]map[*conn]struct{}{},
+		byJTI:   map[string]map[*conn]struct{}{},
+		byToken: map[string]*tokenConns{},
+		anon:    map[*conn]struct{}{},
 	}
 	s.limiter = bucket{rate: opts.ConnectRate, burst: float64(opts.ConnectBurst), tokens: float64(opts.ConnectBurst)}
 	s.upgrader = websocket.Upgrader{
@@ -231,11 +249,14 @@ type Stats struct {
 	Connections     int64
 	SlowDisconnects int64 // slow consumers cut off
 	Refused         int64 // connections refused by the cap or the rate limit
+	PanicsWS        int64 // connections closed after a panic in one of their goroutines
+	PanicsSSE       int64
 }
 
 // Stats returns the current counters.
 func (s *Server) Stats() Stats {
-	return Stats{Connections: s.active.Load(), SlowDisconnects: s.slowDisconnects.Load(), Refused: s.refused.Load()}
+	return Stats{Connections: s.active.Load(), SlowDisconnects: s.slowDisconnects.Load(), Refused: s.refused.Load(),
+		PanicsWS: s.panicsWS.Load(), PanicsSSE: s.panicsSSE.Load()}
 }
 
 // Shutdown disconnects every client with code 4001 (reconnect: the server
@@ -304,12 +325,87 @@ func (s *Server) index(c *conn, old, cur *identity) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old != nil {
-		unindex(s.byUser, old.user, c)
-		unindex(s.byJTI, old.jti, c)
+		s.unindexLocked(c, old)
 	}
 	if cur != nil {
+		if cur.kind == authAnonymous {
+			s.anon[c] = struct{}{}
+		}
 		addIndex(s.byUser, cur.user, c)
 		addIndex(s.byJTI, cur.jti, c)
+		if cur.tokHash != "" {
+			tc := s.byToken[cur.tokHash]
+			if tc == nil {
+				tc = &tokenConns{tok: cur.tok, hash: cur.tokHash, ns: cur.ns, conns: map[*conn]struct{}{}}
+				s.byToken[cur.tokHash] = tc
+			}
+			// Connections of one token share its strings: a service's
+			// thousand sockets need not hold a thousand copies.
+			cur.tok, cur.tokHash = tc.tok, tc.hash
+			tc.conns[c] = struct{}{}
+		}
+	}
+}
+
+type tokenConns struct {
+	tok, hash, ns string
+	conns         map[*conn]struct{}
+}
+
+func (s *Server) unindexLocked(c *conn, id *identity) {
+	delete(s.anon, c)
+	unindex(s.byUser, id.user, c)
+	unindex(s.byJTI, id.jti, c)
+	if tc := s.byToken[id.tokHash]; tc != nil {
+		delete(tc.conns, c)
+		if len(tc.conns) == 0 {
+			delete(s.byToken, id.tokHash)
+		}
+	}
+}
+
+// TokensChanged tells the server that namespace tokens were created or
+// revoked (the broker calls it; see cmd/chronoq/serve.go). Connections
+// whose token no longer names their namespace are closed with 4503
+// token_revoked: a revoked token must not live on in open sockets. Once
+// the first token exists, connections made without one (allowed only
+// while none existed) are closed with 4501. It returns at once; the check
+// runs in the background, because the broker calls it from its loop.
+func (s *Server) TokensChanged() {
+	go s.revalidateTokens()
+}
+
+func (s *Server) revalidateTokens() {
+	type entry struct {
+		tok, ns string
+		conns   []*conn
+	}
+	s.mu.Lock()
+	var anon []*conn
+	if s.authRequired() {
+		for c := range s.anon {
+			anon = append(anon, c)
+		}
+	}
+	all := make([]entry, 0, len(s.byToken))
+	for _, tc := range s.byToken {
+		e := entry{tok: tc.tok, ns: tc.ns}
+		for c := range tc.conns {
+			e.conns = append(e.conns, c)
+		}
+		all = append(all, e)
+	}
+	s.mu.Unlock()
+	for _, c := range anon {
+		c.disconnect(discUnauthorized)
+	}
+	for _, e := range all {
+		if ns, ok := s.b.TokenNamespace(e.tok); ok && ns == e.ns {
+			continue
+		}
+		for _, c := range e.conns {
+			c.disconnect(discRevoked)
+		}
 	}
 }
 
@@ -338,11 +434,15 @@ func (s *Server) unregister(c *conn, id *identity) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	if id != nil {
-		unindex(s.byUser, id.user, c)
-		unindex(s.byJTI, id.jti, c)
+		s.unindexLocked(c, id)
 	}
 	s.mu.Unlock()
 	s.active.Add(-1)
+}
+
+func (s *Server) isNamespaceToken(tok string) bool {
+	_, ok := s.b.TokenNamespace(tok)
+	return ok
 }
 
 func (s *Server) isAdminToken(tok string) bool {
@@ -356,8 +456,15 @@ func (s *Server) isAdminToken(tok string) bool {
 // clients to stay away, but only refusing the token stops a hostile one.
 func (s *Server) adminDisconnect(w http.ResponseWriter, r *http.Request) {
 	if s.opts.AdminToken != "" {
+		// As every admin route (docs/api.md): no token or an unknown one is
+		// 401, a namespace token 403.
 		tok, ok := bearer(r)
-		if !ok || !s.isAdminToken(tok) {
+		switch {
+		case ok && s.isAdminToken(tok):
+		case ok && s.isNamespaceToken(tok):
+			writeError(w, http.StatusForbidden, "forbidden", "admin calls need the admin token, not a namespace token")
+			return
+		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="chronoq"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "admin calls need the admin token")
 			return
@@ -381,14 +488,25 @@ func (s *Server) adminDisconnect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "user: give exactly one of user and token_id")
 		return
 	}
-	m, key := s.byUser, req.User
-	if req.TokenID != nil {
-		m, key = s.byJTI, req.TokenID
-	}
 	s.mu.Lock()
 	var victims []*conn
-	for c := range m[*key] {
-		victims = append(victims, c)
+	if req.User != nil {
+		for c := range s.byUser[*req.User] {
+			victims = append(victims, c)
+		}
+	} else {
+		// A token id is a JWT's jti, or a namespace token's SHA-256 hex
+		// (as the admin API lists tokens), or the namespace token itself.
+		for c := range s.byJTI[*req.TokenID] {
+			victims = append(victims, c)
+		}
+		for _, h := range []string{*req.TokenID, tokenHash(*req.TokenID)} {
+			if tc := s.byToken[h]; tc != nil {
+				for c := range tc.conns {
+					victims = append(victims, c)
+				}
+			}
+		}
 	}
 	s.mu.Unlock()
 	d := discAdmin

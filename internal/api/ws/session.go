@@ -2,6 +2,7 @@ package ws
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/pubsub"
@@ -40,14 +41,14 @@ func (c *conn) push(v any, bounded bool) bool {
 func (c *conn) setIdentity(id *identity) {
 	old := c.id
 	c.id = id
-	if id.kind == authJWT {
+	if id.kind != authAdmin {
 		c.s.index(c, old, id)
 	}
 	if id.exp.IsZero() {
 		c.exp.Store(0)
 		return
 	}
-	c.exp.Store(id.exp.UnixNano())
+	c.exp.Store(expiryNanos(id.exp))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
@@ -61,6 +62,19 @@ func (c *conn) setIdentity(id *identity) {
 	}
 }
 
+// expiryNanos is exp in Unix nanoseconds, clamped to what an int64 holds
+// (year 2262): UnixNano of a later exp overflows, and the connection was
+// dropped as expired at once, in a loop.
+func expiryNanos(exp time.Time) int64 {
+	if maxT := time.Unix(0, math.MaxInt64); exp.After(maxT) {
+		return math.MaxInt64
+	}
+	if exp.Before(time.Unix(0, 1)) {
+		return 1 // long past (and 0 means "no expiry")
+	}
+	return exp.UnixNano()
+}
+
 func (c *conn) untilExpiry() time.Duration {
 	return time.Unix(0, c.exp.Load()).Add(c.s.opts.ExpiryGrace).Sub(c.s.opts.Clock())
 }
@@ -69,6 +83,7 @@ func (c *conn) untilExpiry() time.Duration {
 // refreshed since the timer was set, so it decides from the current exp,
 // not from the fact that the timer fired.
 func (c *conn) checkExpiry() {
+	defer c.recoverPanic("expiry", nil)
 	if c.exp.Load() == 0 {
 		return
 	}

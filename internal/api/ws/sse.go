@@ -30,12 +30,19 @@ type ssePos struct {
 }
 
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
-	// Any page may read a stream it holds a token for: authentication is
-	// the token (header or ?token=), never a cookie, so allowing every
-	// origin gives a foreign page nothing it could not get by asking the
-	// server directly. Without it a browser refuses EventSource across
-	// origins and the status of a failed stream is unreadable.
-	w.Header().Set("Access-Control-Allow-Origin", "*")
+	if !s.originAllowed(w, r) {
+		return
+	}
+	// Once a credential is configured any page may read a stream it holds
+	// a token for: authentication is the token (header or ?token=), never
+	// a cookie, so allowing every origin gives a foreign page nothing it
+	// could not get by asking the server directly. Without it a browser
+	// refuses EventSource across origins and the status of a failed stream
+	// is unreadable. While the server is open (origin.go) only its own
+	// origin may read, which needs no header.
+	if s.authRequired() {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+	}
 	q := r.URL.Query()
 	chans := append([]string(nil), q["channel"]...)
 	for _, list := range q["channels"] {
@@ -103,6 +110,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	s.register(c)
 	defer c.teardown()
+	defer c.recoverPanic("sse", nil)
 	c.setIdentity(id)
 
 	// A stream outlives the listener's read and write timeouts; ours are
@@ -147,7 +155,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
 		}
 		c.mu.Lock()
 		batch = c.takeQueue(batch)
-		closing, final := c.closing, c.final
+		closing := c.closing
 		c.mu.Unlock()
 		for i := range batch {
 			c.writeSSE(&buf, &batch[i])
@@ -169,9 +177,9 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request) {
 			buf.Reset()
 		}
 		if closing {
-			if final != nil {
-				close(final)
-			}
+			c.mu.Lock()
+			c.finalLocked()
+			c.mu.Unlock()
 			return
 		}
 	}

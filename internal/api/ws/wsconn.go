@@ -14,7 +14,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "this endpoint speaks WebSocket: send an Upgrade request")
 		return
 	}
-	if !s.admit(w) {
+	if !s.originAllowed(w, r) || !s.admit(w) {
 		return
 	}
 	wsc, err := s.upgrader.Upgrade(w, r, nil)
@@ -44,15 +44,27 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // it is in use, which a goroutine blocked in a socket read never is. This
 // one goroutine per idle connection is most of what a connection costs.
 func (c *conn) readLoop() {
-	var err error
+	defer c.recoverPanic("reader", nil)
+	c.endRead(c.readAll())
+}
+
+// readAll reads until the connection fails. Until connect has succeeded
+// the reader waits for each command to be processed before reading the
+// next frame, so the pre-connect limit on message size (frames.go) also
+// covers commands a client pipelines behind its connect; their bytes wait
+// in the socket meanwhile.
+func (c *conn) readAll() (err error) {
+	defer c.recoverPanic("reader", func() { err = errPanicked })
 	for {
 		var msg []byte
 		if msg, err = c.readMessage(); err != nil {
-			break
+			return err
 		}
 		c.queueInbound(msg)
+		if !c.connected.Load() {
+			c.proc.Wait()
+		}
 	}
-	c.endRead(err)
 }
 
 const maxInbox = 64
@@ -87,6 +99,7 @@ func (c *conn) queueInbound(msg []byte) {
 // exists only while there is work.
 func (c *conn) process() {
 	defer c.proc.Done()
+	defer c.recoverPanic("commands", nil)
 	var batch [][]byte
 	for {
 		c.mu.Lock()
@@ -189,6 +202,7 @@ func (c *conn) startPing() {
 // PongTimeout is closed (the reader then fails and cleans up). Checking
 // here instead of with read deadlines keeps the reader's path shallow.
 func (c *conn) ping() {
+	defer c.recoverPanic("ping", nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
