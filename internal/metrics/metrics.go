@@ -140,9 +140,9 @@ type Realtime struct {
 	Channels, Subscriptions, HistoryPublications int
 	Connections                                  int64
 	SlowDisconnects, Refused                     int64 // counters
-	// PanicsWS and PanicsSSE count connections closed after a panic in
-	// one of their goroutines (the process lives on).
-	PanicsWS, PanicsSSE int64
+	// PanicsWS, PanicsSSE and PanicsBeanstalk count connections closed
+	// after a panic in one of their goroutines (the process lives on).
+	PanicsWS, PanicsSSE, PanicsBeanstalk int64
 }
 
 // SetRealtime installs the source of the real-time gauges.
@@ -182,6 +182,7 @@ func (c realtimeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.Refused))
 	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(r.PanicsWS), "ws")
 	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(r.PanicsSSE), "sse")
+	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(r.PanicsBeanstalk), "beanstalk")
 }
 
 // labelGuard admits the first max distinct queues as label values.

@@ -290,7 +290,7 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 	m.SetRealtime(func() metrics.Realtime {
 		hs, rs := b.Channels().Stats(), rt.Stats()
 		return metrics.Realtime{Channels: hs.Channels, Subscriptions: hs.Subscriptions, HistoryPublications: hs.Publications,
-			Connections: rs.Connections, SlowDisconnects: rs.SlowDisconnects, Refused: rs.Refused, PanicsWS: rs.PanicsWS, PanicsSSE: rs.PanicsSSE}
+			Connections: rs.Connections, SlowDisconnects: rs.SlowDisconnects, Refused: rs.Refused, PanicsWS: rs.PanicsWS, PanicsSSE: rs.PanicsSSE, PanicsBeanstalk: s.beanstalkPanics()}
 	})
 	if cfg.BeanstalkAddr != "" || cfg.BeanstalkListener != nil {
 		bo := cfg.Beanstalk
@@ -300,6 +300,15 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 		s.bs = beanstalk.New(backend, bo)
 	}
 	return nil
+}
+
+// beanstalkPanics counts beanstalkd connections closed after a panic (0
+// without that listener).
+func (s *Server) beanstalkPanics() int64 {
+	if s.bs == nil {
+		return 0
+	}
+	return s.bs.Panics()
 }
 
 // MainHandler is the route table of the HTTP listener: the native API,

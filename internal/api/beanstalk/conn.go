@@ -126,6 +126,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 
 func (c *conn) serve() {
 	defer c.close()
+	defer c.recoverPanic("commands")
 	for {
 		line, err := readLine(c.r)
 		switch {
@@ -230,6 +231,7 @@ func (c *conn) watchHangup(cancel context.CancelFunc) (stop func()) {
 	_ = c.nc.SetReadDeadline(time.Time{})
 	go func() {
 		defer close(done)
+		defer c.recoverPanic("hangup watch")
 		var buf [4096]byte
 		for len(c.sr.pending) < maxPending {
 			n, err := c.nc.Read(buf[:])

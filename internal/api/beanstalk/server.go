@@ -90,6 +90,7 @@ type Server struct {
 	draining atomic.Bool
 	cmds     [numOps]atomic.Uint64
 	totalCon atomic.Uint64
+	panics   atomic.Int64
 	timeouts atomic.Uint64
 	// lastHTTPWarn is when a cross-protocol request was last logged as a
 	// warning (unix ns).
