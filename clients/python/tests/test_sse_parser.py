@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from typing import List
+
+from chronoq import SSEEvent, SSEParser
+
+
+def feed_all(chunks: List[bytes]) -> List[SSEEvent]:
+    p = SSEParser()
+    out: List[SSEEvent] = []
+    for c in chunks:
+        out.extend(p.feed(c))
+    return out
+
+
+def test_line_ends_and_fields() -> None:
+    stream = b"event: pub\r\nid: e:1\r\ndata: {\"a\":1}\r\n\r\n: ping\n\nevent: x\rdata:no-space\rdata:  two\r\r"
+    evs = feed_all([stream])
+    assert [(e.event, e.data, e.id) for e in evs] == [("pub", '{"a":1}', "e:1"), ("x", "no-space\n two", "e:1")]
+
+
+def test_split_anywhere_gives_the_same_events() -> None:
+    stream = "\ufeffevent: pub\r\nid: e:1\r\ndata: héllo\r\ndata: x\r\n\r\ndata: last\n\n".encode("utf-8")
+    whole = feed_all([stream])
+    assert [(e.event, e.data) for e in whole] == [("pub", "héllo\nx"), ("message", "last")]
+    for i in range(len(stream) + 1):
+        assert feed_all([stream[:i], stream[i:]]) == whole, i
+    assert feed_all([stream[i : i + 1] for i in range(len(stream))]) == whole
+
+
+def test_no_data_no_dispatch_and_id_rules() -> None:
+    p = SSEParser()
+    assert p.feed(b"event: lonely\nid: 7\n\n") == []
+    assert p.last_event_id == "7"
+    assert p.feed(b"id: bad\x00id\ndata: d\n\n")[0].id == "7"  # an id with NUL is ignored
+    evs = p.feed(b"retry: 1500\nretry: x1\ndata\nfoo: bar\n\n")
+    assert evs[0].data == "" and evs[0].retry == 1500 and evs[0].event == "message"
+
+
+def test_trailing_cr_waits_for_lf() -> None:
+    p = SSEParser()
+    assert p.feed(b"data: a\r") == []
+    assert p.feed(b"\n") == []  # the LF of the same CRLF, not a blank line
+    assert [e.data for e in p.feed(b"\r\n")] == ["a"]
