@@ -146,18 +146,19 @@ class Worker:
         if self._stop_requested.is_set():
             self._stop.set()
         own = not isinstance(self._client_arg, AsyncClient)
+        client: AsyncClient
         if isinstance(self._client_arg, AsyncClient):
             client = self._client_arg
-        else:
-            c = self._client_arg.config if isinstance(self._client_arg, Client) else None
-            client = (
-                AsyncClient(
-                    c.base_url, token=c.token, namespace=c.namespace, admin_url=c.admin_url,
-                    timeout=c.timeout, retries=c.retries, backoff=c.backoff,
-                )
-                if c is not None
-                else AsyncClient()
+        elif isinstance(self._client_arg, Client):
+            # The sync client's settings, on connections of this loop.
+            c = self._client_arg.config
+            client = AsyncClient(
+                c.base_url, token=c.token, namespace=c.namespace, admin_url=c.admin_url,
+                timeout=c.timeout, retries=c.retries, backoff=c.backoff,
+                idempotency_keys=c.idempotency_keys, ssl_context=self._client_arg._ssl,
             )
+        else:
+            client = AsyncClient()
         installed: List[signal.Signals] = []
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -245,3 +245,52 @@ def test_worker_reconnects_after_a_server_restart(own_server: Server, qname: str
     assert not errs
     assert sorted(seen) == list(range(40))
     assert any(e.startswith("take") for e in errors), errors
+
+
+def test_grace_expiry_cancels_async_handlers_and_nacks(server: Server, qname: str) -> None:
+    c = Client(server.url)
+    r = c.put(qname, "stuck")
+    started = threading.Event()
+
+    async def handler(job: Job) -> Any:
+        started.set()
+        await asyncio.sleep(30)
+
+    w = Worker(qname, handler, client=c, wait=1, grace=0.3, handle_signals=False)
+    t, errs = run_in_thread(w)
+    assert started.wait(10)
+    t0 = time.monotonic()
+    w.stop()
+    t.join(10)
+    assert not t.is_alive() and not errs and time.monotonic() - t0 < 5
+    j = c.peek(qname, r.id)
+    assert j.state in ("ready", "delayed") and "grace period" in j.last_error
+    assert w.nacked == 1
+
+
+def test_lost_reservation_cancels_the_async_handler(server: Server, qname: str) -> None:
+    c = Client(server.url)
+    c.configure_queue(qname, QueueConfig(default_ttr=1))
+    c.put(qname, "doomed")
+    started = threading.Event()
+    cancelled = threading.Event()
+    errors: List[str] = []
+
+    async def handler(job: Job) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    w = Worker(qname, handler, client=c, wait=1, handle_signals=False,
+               on_error=lambda what, e: errors.append(f"{what}: {type(e).__name__}"))
+    t, errs = run_in_thread(w)
+    assert started.wait(10)
+    assert c.purge_queue(qname) == 1  # deletes the reserved job
+    assert cancelled.wait(5), errors
+    w.stop()
+    t.join(10)
+    assert not errs and w.acked == 0 and w.nacked == 0
+    assert any("ReservationLost" in e for e in errors), errors
