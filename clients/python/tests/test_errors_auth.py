@@ -134,3 +134,57 @@ def test_rate_limited_after_failed_authentications(chronoq_bin: str) -> None:
         assert e.value.retry_after is not None and e.value.retry_after > 0
     finally:
         gen.close()
+
+
+def test_more_error_codes_from_the_server(auth_server: Server) -> None:
+    from chronoq._ops import Req
+
+    admin = Client(auth_server.url, token=ADMIN_TOKEN, admin_url=auth_server.admin_url)
+    admin.create_namespace("other")
+    with pytest.raises(NotFound) as e:
+        admin.revoke_token("other", "cq_not_a_token")
+    assert type(e.value) is NotFound and e.value.code == "not_found"
+    with pytest.raises(MethodNotAllowed):
+        admin._do(Req("GET", "/v1/ns/default/queues/q/take", lambda s, d: d))
+
+
+def test_a_put_whose_answer_was_lost_is_retried_without_a_duplicate(server: Server, qname: str) -> None:
+    """The first attempt reaches the server, then the answer is 'lost': the
+    retry carries the same idempotency key and is answered as a duplicate."""
+    c = Client(server.url, backoff=0.01)
+    real = c._pool.request
+    calls = []
+
+    def lossy(*a: object, **k: object) -> object:
+        out = real(*a, **k)  # type: ignore[arg-type]
+        calls.append(a[0])
+        if len(calls) == 1:
+            raise TransportError("answer lost", sent=True)
+        return out
+
+    c._pool.request = lossy  # type: ignore[method-assign]
+    r = c.put(qname, "once")
+    assert r.duplicate and len(calls) == 2
+    assert [j.payload for j in c.list(qname)] == ["once"]
+    calls.clear()
+    rs = c.put_batch(qname, ["a", "b"])  # a batch whose jobs all carry keys: the same
+    assert [x.duplicate for x in rs] == [True, True] and len(calls) == 2
+    assert sorted(j.payload for j in c.list(qname)) == ["a", "b", "once"]
+    # take is never repeated: a lost answer may have reserved jobs
+    calls.clear()
+    with pytest.raises(TransportError):
+        c.take(qname)
+    assert calls == ["POST"]
+    # nor is an ack
+    (j,) = Client(server.url).take(qname)
+    calls.clear()
+    with pytest.raises(TransportError):
+        c.ack(j)
+    assert calls == ["POST"]
+    # a put without idempotency key is not repeated either
+    raw = Client(server.url, idempotency_keys=False)
+    raw._pool.request = lossy  # type: ignore[method-assign]
+    calls.clear()
+    with pytest.raises(TransportError):
+        raw.put(qname, "unkeyed")
+    assert calls == ["POST"]
