@@ -42,3 +42,29 @@ def test_trailing_cr_waits_for_lf() -> None:
     assert p.feed(b"data: a\r") == []
     assert p.feed(b"\n") == []  # the LF of the same CRLF, not a blank line
     assert [e.data for e in p.feed(b"\r\n")] == ["a"]
+
+
+def test_positions_drop_repeats_and_build_the_last_event_id() -> None:
+    import json
+
+    from chronoq import Publication
+    from chronoq._sse import Positions
+
+    pos = Positions(["news", "app/chat"], "default", None)
+    assert pos.last_event_id() is None
+
+    def ev(kind: str, **d: object) -> SSEEvent:
+        return SSEEvent(kind, json.dumps(d), "")
+
+    pos.handle(ev("subscribed", channel="default/news", offset=0, epoch="e1"))
+    pos.handle(ev("subscribed", channel="app/chat", offset=4, epoch="e2"))
+    got = []
+    for off in (1, 2, 2, 1, 3):
+        item = pos.handle(ev("pub", channel="default/news", offset=off, epoch="e1", data=off))
+        if isinstance(item, Publication):
+            got.append(item.offset)
+    assert got == [1, 2, 3]
+    assert pos.last_event_id() == "e1:3,e2:4"
+    # a new epoch is news even at a lower offset
+    item = pos.handle(ev("pub", channel="default/news", offset=1, epoch="e9", data=0))
+    assert isinstance(item, Publication) and pos.last_event_id() == "e9:1,e2:4"
