@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/server"
+	"github.com/chronoq/chronoq/internal/server/servertest"
 )
 
 // counting is the broker, counting successful puts and completions
@@ -61,31 +61,15 @@ type chronoq struct {
 
 func newServer(t *testing.T) *chronoq {
 	t.Helper()
-	cfg := server.Default()
-	cfg.DataDir, cfg.Logger = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.HTTPAddr, cfg.AdminAddr, cfg.BeanstalkAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg := servertest.Config(t)
+	cfg.Sync = server.Default().Sync // the smoke run measures the real commit path
 	c := &chronoq{b: &counting{}}
 	cfg.WrapBackend = func(b *broker.Broker) server.Backend {
 		c.b.Broker = b
 		return c.b
 	}
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.url, c.admin, c.beanstalk = "http://"+s.Addr(server.HTTP), "http://"+s.Addr(server.Admin), s.Addr(server.Beanstalk)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(context.Background()) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	s := servertest.Start(t, cfg, 10*time.Second)
+	c.url, c.admin, c.beanstalk = servertest.URL(s, server.HTTP), servertest.URL(s, server.Admin), s.Addr(server.Beanstalk)
 	return c
 }
 

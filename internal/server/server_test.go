@@ -12,40 +12,17 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/server"
-	"github.com/chronoq/chronoq/internal/wal"
+	"github.com/chronoq/chronoq/internal/server/servertest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func testConfig(t *testing.T) server.Config {
-	cfg := server.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr, cfg.AdminAddr, cfg.BeanstalkAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Sync = wal.SyncNever
-	cfg.Logger = quiet
-	return cfg
-}
+func testConfig(t *testing.T) server.Config { return servertest.Config(t) }
 
 // start runs a server until the test ends.
 func start(t *testing.T, cfg server.Config) *server.Server {
 	t.Helper()
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(context.Background()) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	return s
+	return servertest.Start(t, cfg, 10*time.Second)
 }
 
 func get(t *testing.T, url string) (int, string) {

@@ -6,7 +6,6 @@ package lmstfy_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"github.com/chronoq/chronoq/internal/api/lmstfy"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/server"
+	"github.com/chronoq/chronoq/internal/server/servertest"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -78,25 +78,10 @@ func newEnv(t *testing.T, o envOpts) *env {
 		e.clock.ns.Store(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano())
 		cfg.Clock = e.clock.now
 	}
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
+	s := servertest.Start(t, cfg, 30*time.Second)
 	e.b, e.srv = s.Broker(), s.Lmstfy()
-	e.main.URL, e.admin.URL = "http://"+s.Addr(server.HTTP), "http://"+s.Addr(server.Admin)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(context.Background()) }()
+	e.main.URL, e.admin.URL = servertest.URL(s, server.HTTP), servertest.URL(s, server.Admin)
 	e.cli = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("server shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("server run: %v", err)
-		}
-	})
 	return e
 }
 

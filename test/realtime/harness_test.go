@@ -24,6 +24,7 @@ import (
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/server"
+	"github.com/chronoq/chronoq/internal/server/servertest"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -92,24 +93,9 @@ func newEnv(t *testing.T, opts ws.Options) *env {
 			o.Clock = opts.Clock
 		}
 	}
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := servertest.Start(t, cfg, wait)
 	e := &env{t: t, b: s.Broker(), rt: s.Realtime()}
-	e.srv.URL, e.admin.URL = "http://"+s.Addr(server.HTTP), "http://"+s.Addr(server.Admin)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(context.Background()) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	e.srv.URL, e.admin.URL = servertest.URL(s, server.HTTP), servertest.URL(s, server.Admin)
 	return e
 }
 

@@ -2,8 +2,6 @@ package report_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,30 +11,16 @@ import (
 	"github.com/chronoq/chronoq/internal/bench"
 	"github.com/chronoq/chronoq/internal/bench/report"
 	"github.com/chronoq/chronoq/internal/server"
-	"github.com/chronoq/chronoq/internal/wal"
+	"github.com/chronoq/chronoq/internal/server/servertest"
 )
 
 // startChronoq runs the real server on a loopback port until the test
 // ends and answers its HTTP base URL.
 func startChronoq(t *testing.T) string {
 	t.Helper()
-	cfg := server.Default()
-	cfg.DataDir, cfg.Logger, cfg.Sync = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), wal.SyncNever
-	cfg.HTTPAddr, cfg.AdminAddr, cfg.BeanstalkAddr = "127.0.0.1:0", "", ""
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(context.Background()) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	})
+	cfg := servertest.Config(t)
+	cfg.AdminAddr, cfg.BeanstalkAddr = "", ""
+	s := servertest.Start(t, cfg, 10*time.Second)
 	return "http://" + s.Addr(server.HTTP)
 }
 
