@@ -3,7 +3,9 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/wire"
 )
 
 func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
@@ -21,7 +23,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Creating an existing namespace is not an error (scripts re-run their
 	// setup); 200 instead of 201 tells the caller nothing was created.
-	writeUpserted(w, created, encodeNamespace(info))
+	writeUpserted(w, created, wireenc.Namespace(info))
 	return nil
 }
 
@@ -42,7 +44,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeUpserted(w, created, encodeNamespace(info))
+	writeUpserted(w, created, wireenc.Namespace(info))
 	return nil
 }
 
@@ -51,11 +53,11 @@ func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]namespaceJSON, len(nss))
+	out := make([]wire.Namespace, len(nss))
 	for i, n := range nss {
-		out[i] = encodeNamespace(n)
+		out[i] = wireenc.Namespace(n)
 	}
-	writeJSON(w, http.StatusOK, map[string][]namespaceJSON{"namespaces": out})
+	writeJSON(w, http.StatusOK, map[string][]wire.Namespace{"namespaces": out})
 	return nil
 }
 

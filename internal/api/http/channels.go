@@ -3,6 +3,9 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/chronoq/chronoq/internal/api/wireenc"
+	"github.com/chronoq/chronoq/wire"
 )
 
 func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
@@ -22,10 +25,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Offset uint64 `json:"offset"`
-		Epoch  string `json:"epoch"`
-	}{offset, epoch})
+	writeJSON(w, http.StatusOK, wire.PublishAnswer{Offset: offset, Epoch: epoch})
 	return nil
 }
 
@@ -53,6 +53,6 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeHistory(h))
+	writeJSON(w, http.StatusOK, wireenc.History(h))
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/wire"
 )
 
 // callRetention is how long a call's own job keeps its result after
@@ -33,7 +35,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) error {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, encodePut(res))
+	writeJSON(w, status, wireenc.Put(res))
 	return nil
 }
 
@@ -54,11 +56,11 @@ func (s *Server) putBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]putJSON, len(res))
+	out := make([]wire.PutAnswer, len(res))
 	for i, pr := range res {
-		out[i] = encodePut(pr)
+		out[i] = wireenc.Put(pr)
 	}
-	writeJSON(w, http.StatusCreated, map[string][]putJSON{"jobs": out})
+	writeJSON(w, http.StatusCreated, map[string][]wire.PutAnswer{"jobs": out})
 	return nil
 }
 
@@ -96,7 +98,7 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request, ns, q string) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobsJSON{Jobs: encodeJobs(jobs)})
+	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: wireenc.Jobs(jobs)})
 	return nil
 }
 
@@ -163,7 +165,7 @@ func (s *Server) touch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"reserved_until": fmtTime(until)})
+	writeJSON(w, http.StatusOK, map[string]string{"reserved_until": wireenc.Time(until)})
 	return nil
 }
 
@@ -196,7 +198,7 @@ func (s *Server) peek(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeJob(&job))
+	writeJSON(w, http.StatusOK, wireenc.Job(&job))
 	return nil
 }
 
@@ -218,7 +220,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobsJSON{Jobs: encodeJobs(res.Jobs), NextCursor: res.NextCursor})
+	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: wireenc.Jobs(res.Jobs), NextCursor: res.NextCursor})
 	return nil
 }
 
@@ -239,7 +241,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeJob(&job))
+	writeJSON(w, http.StatusOK, wireenc.Job(&job))
 	return nil
 }
 
@@ -340,7 +342,7 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) error {
 	if !done {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, encodeResult(info, done))
+	writeJSON(w, status, wireenc.Result(info, done))
 	return nil
 }
 
@@ -363,11 +365,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !done {
-		writeJSON(w, http.StatusGatewayTimeout, callWaitingJSON{ID: info.ID, State: info.State.String()})
+		writeJSON(w, http.StatusGatewayTimeout, wireenc.Call(info, done))
 		return nil
 	}
-	out := callDoneJSON{ID: info.ID}
-	out.Result, out.ResultBase64 = resultBlob(info)
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, wireenc.Call(info, done))
 	return nil
 }

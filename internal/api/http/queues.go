@@ -3,7 +3,9 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/wire"
 )
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
@@ -21,9 +23,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	qs := page.Queues
-	out := queuesJSON{Queues: make([]queueJSON, len(qs)), NextCursor: page.NextCursor}
+	out := wire.QueuePage{Queues: make([]wire.Queue, len(qs)), NextCursor: page.NextCursor}
 	for i := range qs {
-		out.Queues[i] = encodeQueue(&qs[i])
+		out.Queues[i] = wireenc.Queue(&qs[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -46,7 +48,7 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeUpserted(w, created, encodeQueue(&info))
+	writeUpserted(w, created, wireenc.Queue(&info))
 	return nil
 }
 
@@ -68,7 +70,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeQueue(&info))
+	writeJSON(w, http.StatusOK, wireenc.Queue(&info))
 	return nil
 }
 
@@ -104,7 +106,7 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeQueue(&info))
+	writeJSON(w, http.StatusOK, wireenc.Queue(&info))
 	return nil
 }
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	httpapi "github.com/chronoq/chronoq/internal/api/http"
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
 )
 
@@ -332,7 +332,7 @@ func (k *consumer) deliver(jobs []engine.Job) {
 	}
 	k.mu.Unlock()
 	for i := range jobs {
-		k.c.push(map[string]any{"job": httpapi.JobObject(&jobs[i])}, false)
+		k.c.push(map[string]any{"job": wireenc.Job(&jobs[i])}, false)
 	}
 }
 
