@@ -318,7 +318,7 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 	e.Advance(now)
 	limit := req.Limit
 	if limit == 0 {
-		limit = 100
+		limit = DefaultListLimit
 	}
 	if limit < 0 || limit > MaxListLimit {
 		return ListResult{}, badf("limit", "must be between 1 and %d, got %d", MaxListLimit, req.Limit)

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
 )
 
 // Config is the history policy of the channels of one namespace.
@@ -37,13 +39,13 @@ type Config struct {
 	Durable bool
 }
 
-// Defaults: enough to bridge a deploy's reconnect storm or a phone
-// switching networks, small enough that an idle channel costs little.
+// Defaults are the engine's (a namespace's channel history policy is
+// engine state).
 const (
-	DefaultHistorySize = 1000
-	DefaultHistoryTTL  = 10 * time.Minute
+	DefaultHistorySize = engine.DefaultHistorySize
+	DefaultHistoryTTL  = engine.DefaultHistoryTTL
 	// MaxHistorySize bounds what one channel can pin in memory.
-	MaxHistorySize = 100_000
+	MaxHistorySize = engine.MaxChannelHistory
 )
 
 func (c Config) normalized() Config {
@@ -178,43 +180,11 @@ func (h *Hub) Close() {
 	h.mu.Unlock()
 }
 
-// ValidNamespace reports whether s is a namespace name: [A-Za-z0-9_.-]{1,64}.
-func ValidNamespace(s string) bool { return validBase(s, 64) }
+// ValidNamespace reports whether s is a namespace name (the engine's rule).
+func ValidNamespace(s string) bool { return engine.ValidNamespaceName(s) }
 
-// ValidChannel reports whether s is a channel name: a base name
-// [A-Za-z0-9_.-]{1,200}, optionally followed by "#" and a comma-separated
-// list of user ids, which limits the channel to those users ("user#42").
-// User ids are printable ASCII without space, ',', '#' or '/'.
-func ValidChannel(s string) bool {
-	if len(s) == 0 || len(s) > 256 {
-		return false
-	}
-	base, users, hasUsers := cut(s, '#')
-	if !validBase(base, 200) {
-		return false
-	}
-	if !hasUsers {
-		return true
-	}
-	if users == "" {
-		return false
-	}
-	start := 0
-	for i := 0; i <= len(users); i++ {
-		if i == len(users) || users[i] == ',' {
-			if i == start {
-				return false
-			}
-			start = i + 1
-			continue
-		}
-		c := users[i]
-		if c <= ' ' || c > '~' || c == '#' || c == '/' {
-			return false
-		}
-	}
-	return true
-}
+// ValidChannel reports whether s is a channel name (the engine's rule).
+func ValidChannel(s string) bool { return engine.ValidChannel(s) }
 
 // ChannelUsers returns the users a channel is limited to, and whether it
 // is limited at all.
@@ -241,19 +211,6 @@ func cut(s string, sep byte) (before, after string, found bool) {
 		}
 	}
 	return s, "", false
-}
-
-func validBase(s string, max int) bool {
-	if len(s) == 0 || len(s) > max || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func checkNames(ns, ch string) error {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/chronoq/chronoq/internal/api/wireenc"
+	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/wire"
 )
 
@@ -41,7 +42,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 			return badField("since", "must be a whole number (an offset), got %q", sv)
 		}
 	}
-	limit, err := queryLimit(v, defaultListLimit)
+	limit, err := queryLimit(v, engine.DefaultListLimit)
 	if err != nil {
 		return err
 	}

@@ -212,7 +212,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := queryLimit(v, defaultListLimit)
+	limit, err := queryLimit(v, engine.DefaultListLimit)
 	if err != nil {
 		return err
 	}

@@ -101,15 +101,15 @@ func parseFilter(v url.Values) (f engine.Filter, given bool, err error) {
 	return f, len(f.States) > 0 || f.HasKey || len(f.Tags) > 0, nil
 }
 
-// queryLimit reads limit in [1, maxListLimit]; absent or empty gives def.
+// queryLimit reads limit in [1, engine.MaxListLimit]; absent or empty gives def.
 func queryLimit(v url.Values, def int) (int, error) {
 	s := v.Get("limit")
 	if s == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxListLimit {
-		return 0, badField("limit", "must be a whole number between 1 and %d, got %q", maxListLimit, s)
+	if err != nil || n < 1 || n > engine.MaxListLimit {
+		return 0, badField("limit", "must be a whole number between 1 and %d, got %q", engine.MaxListLimit, s)
 	}
 	return n, nil
 }

@@ -121,8 +121,8 @@ func decodeBatch(body []byte, lim limits) ([]engine.PutRequest, error) {
 		return nil, o.err
 	case !ok || len(items) == 0:
 		return nil, badField("jobs", "missing: give at least one job")
-	case len(items) > maxBatch:
-		return nil, badField("jobs", "at most %d jobs per batch, got %d", maxBatch, len(items))
+	case len(items) > engine.MaxBatch:
+		return nil, badField("jobs", "at most %d jobs per batch, got %d", engine.MaxBatch, len(items))
 	}
 	reqs := make([]engine.PutRequest, len(items))
 	for i, raw := range items {
@@ -253,15 +253,15 @@ func decodeTake(body []byte, multi bool, lim limits) (engine.TakeRequest, time.D
 		if o.err == nil && (!ok || len(qs) == 0) {
 			o.fail("queues", "missing: list at least one queue")
 		}
-		if o.err == nil && len(qs) > maxTakeQueues {
-			o.fail("queues", "at most %d queues per take, got %d", maxTakeQueues, len(qs))
+		if o.err == nil && len(qs) > engine.MaxTakeQueues {
+			o.fail("queues", "at most %d queues per take, got %d", engine.MaxTakeQueues, len(qs))
 		}
 		for i, q := range qs {
 			o.setErr(checkQueue(indexPath(o.field("queues"), i), q))
 		}
 		req.Queues = qs
 	}
-	req.Max = o.intRange("max", 1, maxTake, 1)
+	req.Max = o.intRange("max", 1, engine.MaxTake, 1)
 	req.TTR = o.optDuration("ttr")
 	wait := o.wait(lim.maxWait)
 	return req, wait, o.err
@@ -330,7 +330,7 @@ func decodeQueuePatch(body []byte, lim limits) (engine.QueuePatch, error) {
 	p.MaxPayload = o.optUint32("max_payload")
 	// A queue limit above the server's would never take effect: every put
 	// over the server's limit is refused before it reaches the queue.
-	if capacity := min(lim.maxPayload, hardMaxPayload); p.MaxPayload != nil && int64(*p.MaxPayload) > capacity {
+	if capacity := min(lim.maxPayload, engine.MaxPayloadHard); p.MaxPayload != nil && int64(*p.MaxPayload) > capacity {
 		o.fail("max_payload", "must be at most %d (the server's limit)", capacity)
 	}
 	p.DedupWindow = o.optDuration("dedup_window")
