@@ -98,7 +98,7 @@ func (c *conn) put(b *putBody) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"id": r.ID, "state": r.State.String(), "activate_at": r.ActivateAt.UTC().Format(timeLayout), "duplicate": r.Duplicate}, nil
+	return wireenc.Put(r), nil
 }
 
 // settle runs ack, nack, touch or bury. The answer is queued before the
