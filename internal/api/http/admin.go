@@ -8,7 +8,7 @@ import (
 	"github.com/chronoq/chronoq/wire"
 )
 
-func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request, t target) error {
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -29,11 +29,8 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 
 // putNamespace creates or reconfigures a namespace; fields left out keep
 // their values (as PUT queue does).
-func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -48,7 +45,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, t target) error {
 	nss, err := s.b.ListNamespaces(r.Context())
 	if err != nil {
 		return err
@@ -61,11 +58,8 @@ func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -82,11 +76,8 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	tok := r.PathValue("token")
 	// Revoking is idempotent in the broker; answering 204 for a token that
 	// never existed would hide a typo, so an unknown token is 404.

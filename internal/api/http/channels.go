@@ -9,11 +9,8 @@ import (
 	"github.com/chronoq/chronoq/wire"
 )
 
-func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
-	ns, ch, err := pathChannel(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, ch := t.ns, t.ch
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -30,14 +27,12 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
-	ns, ch, err := pathChannel(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) history(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, ch := t.ns, t.ch
 	v := r.URL.Query()
 	var since uint64
 	if sv := v.Get("since"); sv != "" {
+		var err error
 		if since, err = strconv.ParseUint(sv, 10, 64); err != nil {
 			return badField("since", "must be a whole number (an offset), got %q", sv)
 		}

@@ -14,11 +14,8 @@ import (
 // whose wait ran out can still fetch it with GET .../result.
 const callRetention = time.Minute
 
-func (s *Server) put(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) put(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -39,11 +36,8 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) putBatch(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) putBatch(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -64,25 +58,10 @@ func (s *Server) putBatch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) takeQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
-	return s.take(w, r, ns, q)
-}
-
-func (s *Server) takeMulti(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
-	return s.take(w, r, ns, "")
-}
-
 // take serves both take routes; q is "" for the namespace-wide one, whose
 // queues come from the body.
-func (s *Server) take(w http.ResponseWriter, r *http.Request, ns, q string) error {
+func (s *Server) take(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -102,11 +81,8 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request, ns, q string) erro
 	return nil
 }
 
-func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) ack(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -127,11 +103,8 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) nack(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) nack(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -148,11 +121,8 @@ func (s *Server) nack(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) touch(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) touch(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -169,11 +139,8 @@ func (s *Server) touch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) bury(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) bury(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -189,11 +156,8 @@ func (s *Server) bury(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) peek(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) peek(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	job, err := s.b.Peek(r.Context(), ns, q, id)
 	if err != nil {
 		return err
@@ -202,11 +166,8 @@ func (s *Server) peek(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) list(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	v := r.URL.Query()
 	f, _, err := parseFilter(v)
 	if err != nil {
@@ -224,11 +185,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) update(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) update(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -245,11 +203,8 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	if err := s.b.Cancel(r.Context(), ns, q, id, r.URL.Query().Get("receipt")); err != nil {
 		return err
 	}
@@ -257,25 +212,11 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) cancelInQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
-	return s.cancelByFilter(w, r, ns, q)
-}
-
-func (s *Server) cancelInNamespace(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
-	return s.cancelByFilter(w, r, ns, "")
-}
-
-// cancelByFilter insists on a filter: a bare DELETE on a collection must
-// never mean "everything" (purge exists for that).
-func (s *Server) cancelByFilter(w http.ResponseWriter, r *http.Request, ns, q string) error {
+// cancelByFilter serves a queue's jobs and (q "") the namespace's. It
+// insists on a filter: a bare DELETE on a collection must never mean
+// "everything" (purge exists for that).
+func (s *Server) cancelByFilter(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	f, given, err := parseFilter(r.URL.Query())
 	if err != nil {
 		return err
@@ -291,11 +232,8 @@ func (s *Server) cancelByFilter(w http.ResponseWriter, r *http.Request, ns, q st
 	return nil
 }
 
-func (s *Server) respawn(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) respawn(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -312,11 +250,8 @@ func (s *Server) respawn(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	n, err := s.b.PurgeDead(r.Context(), ns, q)
 	if err != nil {
 		return err
@@ -325,11 +260,8 @@ func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) result(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) result(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	wait, err := queryWait(r.URL.Query(), s.opts.MaxWait)
 	if err != nil {
 		return err
@@ -346,11 +278,8 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) call(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) call(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err

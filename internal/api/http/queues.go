@@ -8,11 +8,8 @@ import (
 	"github.com/chronoq/chronoq/wire"
 )
 
-func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	v := r.URL.Query()
 	limit, err := queryLimit(v, engine.DefaultQueueListLimit)
 	if err != nil {
@@ -31,11 +28,8 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -61,11 +55,8 @@ func writeUpserted(w http.ResponseWriter, created bool, v any) {
 	writeJSON(w, status, v)
 }
 
-func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	info, err := s.b.GetQueue(r.Context(), ns, q)
 	if err != nil {
 		return err
@@ -74,11 +65,8 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	if err := s.b.DeleteQueue(r.Context(), ns, q); err != nil {
 		return err
 	}
@@ -86,19 +74,16 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
-	return s.setPaused(w, r, true)
+func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	return s.setPaused(w, r, t, true)
 }
 
-func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
-	return s.setPaused(w, r, false)
+func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	return s.setPaused(w, r, t, false)
 }
 
-func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, t target, paused bool) error {
+	ns, q := t.ns, t.q
 	if err := s.emptyBody(w, r); err != nil {
 		return err
 	}
@@ -110,11 +95,8 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	return nil
 }
 
-func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	if err := s.emptyBody(w, r); err != nil {
 		return err
 	}
