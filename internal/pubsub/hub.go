@@ -213,6 +213,17 @@ func cut(s string, sep byte) (before, after string, found bool) {
 	return s, "", false
 }
 
+// open checks the names and returns the channel, created if need be and
+// locked, with its namespace's config and the time now.
+func (h *Hub) open(ns, ch string) (*channel, Config, time.Time, error) {
+	if err := checkNames(ns, ch); err != nil {
+		return nil, Config{}, time.Time{}, err
+	}
+	conf := h.config(ns)
+	now := h.clock()
+	return h.get(ns, ch, true), conf, now, nil
+}
+
 func checkNames(ns, ch string) error {
 	if !ValidNamespace(ns) {
 		return fmt.Errorf("%w: namespace %q", ErrBadName, ns)
@@ -269,12 +280,10 @@ func (h *Hub) get(ns, ch string, create bool) *channel {
 // Publish appends data to a channel's history and hands it to every
 // subscriber. It never waits for a subscriber.
 func (h *Hub) Publish(ns, ch string, data []byte) (*Publication, error) {
-	if err := checkNames(ns, ch); err != nil {
+	c, conf, now, err := h.open(ns, ch)
+	if err != nil {
 		return nil, err
 	}
-	conf := h.config(ns)
-	now := h.clock()
-	c := h.get(ns, ch, true)
 	defer c.mu.Unlock()
 	c.offset++
 	p := &Publication{Namespace: ns, Channel: ch, Offset: c.offset, Epoch: c.epoch, Data: data, Time: now}
@@ -392,12 +401,10 @@ type Subscription struct {
 // comes out ahead of live publications, with nothing missed or doubled in
 // between.
 func (h *Hub) Subscribe(ns, ch string, s Subscriber, o SubscribeOptions, start func(SubscribeResult)) (*Subscription, error) {
-	if err := checkNames(ns, ch); err != nil {
+	c, conf, now, err := h.open(ns, ch)
+	if err != nil {
 		return nil, err
 	}
-	conf := h.config(ns)
-	now := h.clock()
-	c := h.get(ns, ch, true)
 	defer c.mu.Unlock()
 	c.prune(now, conf)
 	c.touched = now
@@ -432,15 +439,13 @@ type HistoryResult struct {
 // History returns up to limit (0: all) publications after since, oldest
 // first, if epoch matches and nothing after since was lost.
 func (h *Hub) History(ns, ch string, since uint64, epoch string, limit int) (HistoryResult, error) {
-	if err := checkNames(ns, ch); err != nil {
-		return HistoryResult{}, err
-	}
-	conf := h.config(ns)
-	now := h.clock()
 	// A read creates the channel so that the epoch it reports is the one
 	// later publications carry; otherwise a reader's first position would
 	// never match.
-	c := h.get(ns, ch, true)
+	c, conf, now, err := h.open(ns, ch)
+	if err != nil {
+		return HistoryResult{}, err
+	}
 	defer c.mu.Unlock()
 	c.prune(now, conf)
 	c.touched = now
