@@ -31,12 +31,13 @@ type Job struct {
 	// PayloadBytes is the payload of a job put with PayloadBytes
 	// (payload_base64 on the wire), decoded.
 	PayloadBytes []byte
-	Priority     uint32
-	Key          string
-	Tags         map[string]string
+	Priority     uint32            // lower runs first
+	Key          string            // per-key FIFO ordering key
+	Tags         map[string]string // for filtering and cancelling
 	CreatedAt    time.Time
-	ActivateAt   time.Time
-	ExpireAt     time.Time // zero: no TTL
+	// ActivateAt is when the job became (or becomes) ready.
+	ActivateAt time.Time
+	ExpireAt   time.Time // zero: no TTL
 	// TTR is the time to run; in a take answer, this reservation's.
 	TTR           time.Duration
 	Tries         uint32 // 0: unlimited
