@@ -9,13 +9,12 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/chronoq/chronoq/wire"
 )
 
 // PublishResult is where a publication landed in its channel.
-type PublishResult struct {
-	Offset uint64 `json:"offset"`
-	Epoch  string `json:"epoch"`
-}
+type PublishResult wire.PublishAnswer
 
 // Publish sends data (anything json.Marshal takes; json.RawMessage as is)
 // to channel ch. Not retried: a retry could publish twice.
@@ -51,11 +50,7 @@ type Publication struct {
 }
 
 func (p *Publication) UnmarshalJSON(b []byte) error {
-	var w struct {
-		Offset uint64          `json:"offset"`
-		Data   json.RawMessage `json:"data"`
-		Time   string          `json:"time"`
-	}
+	var w wire.Publication
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}

@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -348,28 +347,13 @@ func fmtDuration(d time.Duration) string { return d.String() }
 
 func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// parseDuration reads a duration as docs/api.md allows: a Go duration string or
-// a number of seconds.
-func parseDuration(raw json.RawMessage) (time.Duration, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+// parseDurationString reads an answer's duration: a Go duration string,
+// as the server writes them; "" is zero.
+func parseDurationString(s string) (time.Duration, error) {
+	if s == "" {
 		return 0, nil
 	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
-		}
-		if s == "" {
-			return 0, nil
-		}
-		return time.ParseDuration(s)
-	}
-	f, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
-		return 0, fmt.Errorf("duration %s: want a string such as \"30s\" or a number of seconds", raw)
-	}
-	return time.Duration(f * float64(time.Second)), nil
+	return time.ParseDuration(s)
 }
 
 func parseTime(s string) (time.Time, error) {

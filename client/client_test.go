@@ -601,7 +601,7 @@ func TestAdmin(t *testing.T) {
 	})
 	c := main.client(WithAdminURL(admin.srv.URL+"/"), WithToken("ADMIN"))
 	ns, err := c.CreateNamespace(ctx, "billing", false)
-	if err != nil || *ns != (Namespace{"billing", false}) {
+	if err != nil || *ns != (Namespace{Name: "billing", AutoCreateQueues: false}) {
 		t.Fatalf("create ns: %v %+v", err, ns)
 	}
 	r := admin.last()

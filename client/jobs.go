@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chronoq/chronoq/wire"
 )
 
 // Put puts one job into queue q. Unless p opts out, it carries an
@@ -39,8 +41,8 @@ func (c *Client) PutBatch(ctx context.Context, q string, jobs []PutOptions) ([]P
 		return nil, err
 	}
 	body := struct {
-		Jobs []putWire `json:"jobs"`
-	}{Jobs: make([]putWire, len(jobs))}
+		Jobs []wire.Put `json:"jobs"`
+	}{Jobs: make([]wire.Put, len(jobs))}
 	retry := true
 	for i := range jobs {
 		w, err := jobs[i].wire(true)
@@ -530,12 +532,8 @@ type JobResult struct {
 	ResultBytes []byte
 }
 
-type resultWire struct {
-	ID           string          `json:"id"`
-	State        string          `json:"state"`
-	Result       json.RawMessage `json:"result"`
-	ResultBase64 *string         `json:"result_base64"`
-}
+// resultWire is the answer of result and call.
+type resultWire wire.Result
 
 func (w *resultWire) toResult(done bool) (*JobResult, error) {
 	r := &JobResult{ID: w.ID, Done: done, State: w.State, Result: w.Result}

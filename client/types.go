@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/chronoq/chronoq/wire"
 )
 
 // Job states as the server names them.
@@ -29,12 +31,13 @@ type Job struct {
 	// PayloadBytes is the payload of a job put with PayloadBytes
 	// (payload_base64 on the wire), decoded.
 	PayloadBytes []byte
-	Priority     uint32
-	Key          string
-	Tags         map[string]string
+	Priority     uint32            // lower runs first
+	Key          string            // per-key FIFO ordering key
+	Tags         map[string]string // for filtering and cancelling
 	CreatedAt    time.Time
-	ActivateAt   time.Time
-	ExpireAt     time.Time // zero: no TTL
+	// ActivateAt is when the job became (or becomes) ready.
+	ActivateAt time.Time
+	ExpireAt   time.Time // zero: no TTL
 	// TTR is the time to run; in a take answer, this reservation's.
 	TTR           time.Duration
 	Tries         uint32 // 0: unlimited
@@ -43,7 +46,10 @@ type Job struct {
 	ReservedUntil time.Time
 	LastError     string
 	ReplyTo       string
-	Cron          string
+	// Notify is the channel that hears the job's result event
+	// (docs/realtime.md).
+	Notify string
+	Cron   string
 	// Result is a completed job's retained result (JSON); ResultBytes when
 	// the server answers it in base64.
 	Result      json.RawMessage
@@ -69,32 +75,6 @@ func (j *Job) Decode(v any) error {
 	return json.Unmarshal(j.Payload, v)
 }
 
-// jobWire is the job object of docs/api.md.
-type jobWire struct {
-	ID            string            `json:"id"`
-	Namespace     string            `json:"namespace,omitempty"`
-	Queue         string            `json:"queue,omitempty"`
-	State         string            `json:"state"`
-	Payload       json.RawMessage   `json:"payload,omitempty"`
-	PayloadBase64 *string           `json:"payload_base64,omitempty"`
-	Priority      uint32            `json:"priority"`
-	Key           string            `json:"key,omitempty"`
-	Tags          map[string]string `json:"tags,omitempty"`
-	CreatedAt     string            `json:"created_at,omitempty"`
-	ActivateAt    string            `json:"activate_at,omitempty"`
-	ExpireAt      string            `json:"expire_at,omitempty"`
-	TTR           json.RawMessage   `json:"ttr,omitempty"`
-	Tries         uint32            `json:"tries"`
-	Attempt       uint32            `json:"attempt"`
-	Receipt       string            `json:"receipt,omitempty"`
-	ReservedUntil string            `json:"reserved_until,omitempty"`
-	LastError     string            `json:"last_error,omitempty"`
-	ReplyTo       string            `json:"reply_to,omitempty"`
-	Cron          string            `json:"cron,omitempty"`
-	Result        json.RawMessage   `json:"result,omitempty"`
-	ResultBase64  *string           `json:"result_base64,omitempty"`
-}
-
 // wireTime formats an answer-side time the way the server does, so a job
 // printed by the CLI reads like the server's own JSON.
 func wireTime(t time.Time) string {
@@ -106,14 +86,13 @@ func wireTime(t time.Time) string {
 
 // MarshalJSON writes the job in docs/api.md's wire form.
 func (j Job) MarshalJSON() ([]byte, error) {
-	w := jobWire{
+	w := wire.Job{
 		ID: j.ID, Namespace: j.Namespace, Queue: j.Queue, State: j.State,
 		Priority: j.Priority, Key: j.Key, Tags: j.Tags,
 		CreatedAt: wireTime(j.CreatedAt), ActivateAt: wireTime(j.ActivateAt), ExpireAt: wireTime(j.ExpireAt),
-		Tries: j.Tries, Attempt: j.Attempt, Receipt: j.Receipt, ReservedUntil: wireTime(j.ReservedUntil),
-		LastError: j.LastError, ReplyTo: j.ReplyTo, Cron: j.Cron, Result: j.Result,
+		TTR: wire.Duration(j.TTR.String()), Tries: j.Tries, Attempt: j.Attempt, Receipt: j.Receipt, ReservedUntil: wireTime(j.ReservedUntil),
+		LastError: j.LastError, ReplyTo: j.ReplyTo, Notify: j.Notify, Cron: j.Cron, Result: j.Result,
 	}
-	w.TTR, _ = json.Marshal(j.TTR.String())
 	if j.Payload != nil {
 		w.Payload = j.Payload
 	} else if j.PayloadBytes != nil {
@@ -129,7 +108,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads docs/api.md's job object.
 func (j *Job) UnmarshalJSON(b []byte) error {
-	var w jobWire
+	var w wire.Job
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
@@ -137,7 +116,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 		ID: w.ID, Namespace: w.Namespace, Queue: w.Queue, State: w.State,
 		Payload: w.Payload, Priority: w.Priority, Key: w.Key, Tags: w.Tags,
 		Tries: w.Tries, Attempt: w.Attempt, Receipt: w.Receipt, LastError: w.LastError,
-		ReplyTo: w.ReplyTo, Cron: w.Cron, Result: w.Result,
+		ReplyTo: w.ReplyTo, Notify: w.Notify, Cron: w.Cron, Result: w.Result,
 	}
 	var err error
 	if w.PayloadBase64 != nil {
@@ -150,7 +129,7 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("job %s: result_base64: %w", w.ID, err)
 		}
 	}
-	if out.TTR, err = parseDuration(w.TTR); err != nil {
+	if out.TTR, err = parseDurationString(string(w.TTR)); err != nil {
 		return fmt.Errorf("job %s: ttr: %w", w.ID, err)
 	}
 	for _, f := range []struct {
@@ -198,6 +177,7 @@ type PutOptions struct {
 	Key     string            // per-key FIFO ordering key
 	Tags    map[string]string // for filtering and cancelling
 	ReplyTo string            // queue that receives the ack's result
+	Notify  string            // channel that hears the result event (docs/realtime.md)
 	Cron    string            // re-armed on each ack
 	// IdempotencyKey makes the server answer repeats within the queue's
 	// dedup window as duplicates. Empty: Put and PutBatch generate a random
@@ -208,31 +188,10 @@ type PutOptions struct {
 	NoIdempotencyKey bool
 }
 
-// putWire is docs/api.md's put body; Queue is only for ack's "next" and Wait
-// only for call.
-type putWire struct {
-	Queue          string            `json:"queue,omitempty"`
-	Payload        *json.RawMessage  `json:"payload,omitempty"`
-	PayloadBase64  *string           `json:"payload_base64,omitempty"`
-	ID             string            `json:"id,omitempty"`
-	Delay          string            `json:"delay,omitempty"`
-	At             string            `json:"at,omitempty"`
-	Priority       *uint32           `json:"priority,omitempty"`
-	TTL            string            `json:"ttl,omitempty"`
-	TTR            string            `json:"ttr,omitempty"`
-	Tries          *uint32           `json:"tries,omitempty"`
-	Key            string            `json:"key,omitempty"`
-	Tags           map[string]string `json:"tags,omitempty"`
-	ReplyTo        string            `json:"reply_to,omitempty"`
-	Cron           string            `json:"cron,omitempty"`
-	IdempotencyKey string            `json:"idempotency_key,omitempty"`
-	Wait           string            `json:"wait,omitempty"`
-}
-
 // wire builds the put body. autoKey adds a generated idempotency key when
 // the caller gave none and did not opt out.
-func (p *PutOptions) wire(autoKey bool) (putWire, error) {
-	var w putWire
+func (p *PutOptions) wire(autoKey bool) (wire.Put, error) {
+	var w wire.Put
 	switch {
 	case p.Payload != nil && p.PayloadBytes != nil:
 		return w, errPayloadAmbiguous
@@ -265,7 +224,7 @@ func (p *PutOptions) wire(autoKey bool) (putWire, error) {
 		w.TTR = fmtDuration(p.TTR)
 	}
 	w.ID, w.Priority, w.Tries = p.ID, p.Priority, p.Tries
-	w.Key, w.Tags, w.ReplyTo, w.Cron = p.Key, p.Tags, p.ReplyTo, p.Cron
+	w.Key, w.Tags, w.ReplyTo, w.Notify, w.Cron = p.Key, p.Tags, p.ReplyTo, p.Notify, p.Cron
 	w.IdempotencyKey = p.IdempotencyKey
 	if w.IdempotencyKey == "" && autoKey && !p.NoIdempotencyKey {
 		w.IdempotencyKey = newIdempotencyKey()
@@ -285,12 +244,7 @@ type PutResult struct {
 }
 
 func (r *PutResult) UnmarshalJSON(b []byte) error {
-	var w struct {
-		ID         string `json:"id"`
-		State      string `json:"state"`
-		ActivateAt string `json:"activate_at"`
-		Duplicate  bool   `json:"duplicate"`
-	}
+	var w wire.PutAnswer
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
@@ -303,12 +257,7 @@ func (r *PutResult) UnmarshalJSON(b []byte) error {
 }
 
 func (r PutResult) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		ID         string `json:"id"`
-		State      string `json:"state"`
-		ActivateAt string `json:"activate_at"`
-		Duplicate  bool   `json:"duplicate"`
-	}{r.ID, r.State, wireTime(r.ActivateAt), r.Duplicate})
+	return json.Marshal(wire.PutAnswer{ID: r.ID, State: r.State, ActivateAt: wireTime(r.ActivateAt), Duplicate: r.Duplicate})
 }
 
 // Backoff is a queue's nack retry delay: Initial × Multiplier^(attempt−1),
@@ -336,26 +285,6 @@ type QueueConfig struct {
 	Backoff         *Backoff
 }
 
-type backoffWire struct {
-	Initial    *string  `json:"initial,omitempty"`
-	Max        *string  `json:"max,omitempty"`
-	Multiplier *float64 `json:"multiplier,omitempty"`
-	Jitter     *float64 `json:"jitter,omitempty"`
-}
-
-type queueConfigWire struct {
-	DefaultTTR      *string      `json:"default_ttr,omitempty"`
-	DefaultTries    *uint32      `json:"default_tries,omitempty"`
-	DefaultTTL      *string      `json:"default_ttl,omitempty"`
-	DefaultPriority *uint32      `json:"default_priority,omitempty"`
-	MaxJobs         *uint64      `json:"max_jobs,omitempty"`
-	MaxPayload      *uint32      `json:"max_payload,omitempty"`
-	DedupWindow     *string      `json:"dedup_window,omitempty"`
-	RetainResults   *string      `json:"retain_results,omitempty"`
-	KeyMode         *string      `json:"key_mode,omitempty"`
-	Backoff         *backoffWire `json:"backoff,omitempty"`
-}
-
 func durPtrString(d *time.Duration) *string {
 	if d == nil {
 		return nil
@@ -378,24 +307,36 @@ func parseDurPtr(s *string, name string, err *error) *time.Duration {
 
 // MarshalJSON writes only the set fields, as the queue PUT body wants.
 func (c QueueConfig) MarshalJSON() ([]byte, error) {
-	w := queueConfigWire{
+	w, err := c.wire()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
+}
+
+func (c QueueConfig) wire() (wire.QueueConfig, error) {
+	w := wire.QueueConfig{
 		DefaultTTR: durPtrString(c.DefaultTTR), DefaultTries: c.DefaultTries,
 		DefaultTTL: durPtrString(c.DefaultTTL), DefaultPriority: c.DefaultPriority,
 		MaxJobs: c.MaxJobs, MaxPayload: c.MaxPayload, DedupWindow: durPtrString(c.DedupWindow),
 		RetainResults: durPtrString(c.RetainResults), KeyMode: c.KeyMode,
 	}
 	if b := c.Backoff; b != nil {
-		w.Backoff = &backoffWire{Initial: durPtrString(b.Initial), Max: durPtrString(b.Max), Multiplier: b.Multiplier, Jitter: b.Jitter}
+		w.Backoff = &wire.Backoff{Initial: durPtrString(b.Initial), Max: durPtrString(b.Max), Multiplier: b.Multiplier, Jitter: b.Jitter}
 	}
-	return json.Marshal(w)
+	return w, nil
 }
 
 // UnmarshalJSON reads a queue object's "config".
 func (c *QueueConfig) UnmarshalJSON(b []byte) error {
-	var w queueConfigWire
+	var w wire.QueueConfig
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
+	return c.fromWire(w)
+}
+
+func (c *QueueConfig) fromWire(w wire.QueueConfig) error {
 	var err error
 	out := QueueConfig{
 		DefaultTTR:      parseDurPtr(w.DefaultTTR, "default_ttr", &err),
@@ -424,14 +365,7 @@ func (c *QueueConfig) UnmarshalJSON(b []byte) error {
 }
 
 // Counts are a queue's jobs by state.
-type Counts struct {
-	Delayed   uint64 `json:"delayed"`
-	Ready     uint64 `json:"ready"`
-	Blocked   uint64 `json:"blocked"`
-	Reserved  uint64 `json:"reserved"`
-	Dead      uint64 `json:"dead"`
-	Completed uint64 `json:"completed"`
-}
+type Counts wire.Counts
 
 // Total is the number of jobs the queue holds.
 func (c Counts) Total() uint64 {
@@ -451,35 +385,32 @@ type Queue struct {
 	Created bool
 }
 
-type queueWire struct {
-	Namespace      string          `json:"namespace"`
-	Name           string          `json:"name"`
-	Config         QueueConfig     `json:"config"`
-	Paused         bool            `json:"paused"`
-	Counts         Counts          `json:"counts"`
-	OldestReadyAge json.RawMessage `json:"oldest_ready_age"`
-}
-
 func (q Queue) MarshalJSON() ([]byte, error) {
-	age, _ := json.Marshal(q.OldestReadyAge.String())
-	return json.Marshal(queueWire{q.Namespace, q.Name, q.Config, q.Paused, q.Counts, age})
+	cfg, err := q.Config.wire()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(wire.Queue{Namespace: q.Namespace, Name: q.Name, Config: cfg, Paused: q.Paused,
+		Counts: wire.Counts(q.Counts), OldestReadyAge: wire.Duration(q.OldestReadyAge.String())})
 }
 
 func (q *Queue) UnmarshalJSON(b []byte) error {
-	var w queueWire
+	var w wire.Queue
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	age, err := parseDuration(w.OldestReadyAge)
+	age, err := parseDurationString(string(w.OldestReadyAge))
 	if err != nil {
 		return fmt.Errorf("queue %s: oldest_ready_age: %w", w.Name, err)
 	}
-	*q = Queue{Namespace: w.Namespace, Name: w.Name, Config: w.Config, Paused: w.Paused, Counts: w.Counts, OldestReadyAge: age}
+	var cfg QueueConfig
+	if err := cfg.fromWire(w.Config); err != nil {
+		return fmt.Errorf("queue %s: config: %w", w.Name, err)
+	}
+	*q = Queue{Namespace: w.Namespace, Name: w.Name, Config: cfg, Paused: w.Paused, Counts: Counts(w.Counts), OldestReadyAge: age}
 	return nil
 }
 
-// Namespace is a namespace as the admin listener lists it.
-type Namespace struct {
-	Name             string `json:"name"`
-	AutoCreateQueues bool   `json:"auto_create_queues"`
-}
+// Namespace is a namespace as the admin listener lists it; ChannelHistory
+// is set only for namespaces with their own channel history policy.
+type Namespace wire.Namespace

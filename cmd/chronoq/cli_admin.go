@@ -108,11 +108,7 @@ Example:
 		if err := cl.DeleteQueue(ctx, pos[0]); err != nil {
 			return err
 		}
-		if c.conn.json {
-			return cliJSON(map[string]string{"deleted": pos[0]})
-		}
-		fmt.Fprintf(cliOut, "deleted queue %s\n", pos[0])
-		return nil
+		return c.answer(map[string]string{"deleted": pos[0]}, fmt.Sprintf("deleted queue %s", pos[0]))
 	}
 	if err != nil {
 		return err
@@ -206,11 +202,7 @@ Example:
 		if err != nil {
 			return err
 		}
-		if c.conn.json {
-			return cliJSON(ns)
-		}
-		fmt.Fprintf(cliOut, "%s (auto_create_queues %t)\n", ns.Name, ns.AutoCreateQueues)
-		return nil
+		return c.answer(ns, fmt.Sprintf("%s (auto_create_queues %t)", ns.Name, ns.AutoCreateQueues))
 	case "list":
 		c := newCLICmd("ns list", "[flags]", "List the namespaces (admin listener)", "chronoq ns list --json")
 		if _, err := c.parse(args[1:], 0, 0); err != nil {
@@ -269,11 +261,7 @@ Example:
 		if err != nil {
 			return err
 		}
-		if c.conn.json {
-			return cliJSON(map[string]string{"token": tok})
-		}
-		fmt.Fprintln(cliOut, tok)
-		return nil
+		return c.answer(map[string]string{"token": tok}, tok)
 	case "revoke":
 		c := newCLICmd("token revoke", "NAMESPACE TOKEN [flags]", "Revoke a namespace token",
 			"chronoq token revoke billing cq_4f9a0c2e...")
@@ -286,11 +274,7 @@ Example:
 		if err := c.client().RevokeToken(ctx, pos[0], pos[1]); err != nil {
 			return err
 		}
-		if c.conn.json {
-			return cliJSON(map[string]bool{"revoked": true})
-		}
-		fmt.Fprintln(cliOut, "revoked")
-		return nil
+		return c.answer(map[string]bool{"revoked": true}, "revoked")
 	}
 	return fmt.Errorf("token: unknown subcommand %q (want create or revoke)", args[0])
 }

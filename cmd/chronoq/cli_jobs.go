@@ -139,11 +139,7 @@ func cliAck(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.conn.json {
-		return cliJSON(res)
-	}
-	fmt.Fprintln(cliOut, res.State)
-	return nil
+	return c.answer(res, res.State)
 }
 
 func cliNack(args []string) error {
@@ -164,11 +160,7 @@ func cliNack(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.conn.json {
-		return cliJSON(map[string]string{"state": st})
-	}
-	fmt.Fprintln(cliOut, st)
-	return nil
+	return c.answer(map[string]string{"state": st}, st)
 }
 
 func cliPeek(args []string) error {
@@ -267,11 +259,7 @@ func cliCancel(args []string) error {
 		if err := cl.Cancel(ctx, pos[0], pos[1], *receipt); err != nil {
 			return err
 		}
-		if c.conn.json {
-			return cliJSON(map[string]int{"deleted": 1})
-		}
-		fmt.Fprintln(cliOut, "deleted 1")
-		return nil
+		return c.answer(map[string]int{"deleted": 1}, "deleted 1")
 	case len(pos) == 1:
 		if !filtered {
 			return errors.New("cancel: give a job ID or a filter (--state, --key, --tag)")
@@ -286,11 +274,7 @@ func (c *cliCmd) deleted(n int, err error) error {
 	if err != nil {
 		return err
 	}
-	if c.conn.json {
-		return cliJSON(map[string]int{"deleted": n})
-	}
-	fmt.Fprintf(cliOut, "deleted %d\n", n)
-	return nil
+	return c.answer(map[string]int{"deleted": n}, fmt.Sprintf("deleted %d", n))
 }
 
 func cliRespawn(args []string) error {
@@ -323,9 +307,5 @@ func cliRespawn(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.conn.json {
-		return cliJSON(map[string]int{"respawned": n})
-	}
-	fmt.Fprintf(cliOut, "respawned %d\n", n)
-	return nil
+	return c.answer(map[string]int{"respawned": n}, fmt.Sprintf("respawned %d", n))
 }

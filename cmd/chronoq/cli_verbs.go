@@ -84,6 +84,15 @@ type cliCmd struct {
 	example  string
 }
 
+// answer prints a command's result: v as JSON with --json, else line.
+func (c *cliCmd) answer(v any, line string) error {
+	if c.conn.json {
+		return cliJSON(v)
+	}
+	fmt.Fprintln(cliOut, line)
+	return nil
+}
+
 func newCLICmd(name, synopsis, desc, example string) *cliCmd {
 	c := &cliCmd{fs: flag.NewFlagSet(name, flag.ContinueOnError), name: name, synopsis: synopsis, desc: desc, example: example}
 	c.fs.SetOutput(cliErr)

@@ -23,6 +23,16 @@ func call[T any](b *Broker, ctx context.Context, fn func(now time.Time) (T, erro
 	return res.(T), nil
 }
 
+// callJob is call for the calls that answer one job: the job leaves the
+// server, so its payload (and result) are read from the log.
+func callJob(b *Broker, ctx context.Context, fn func(now time.Time) (engine.Job, error)) (engine.Job, error) {
+	j, err := call(b, ctx, fn)
+	if err != nil {
+		return j, err
+	}
+	return j, b.fillJob(&j)
+}
+
 // CreateNamespace creates a namespace.
 func (b *Broker) CreateNamespace(ctx context.Context, name string, cfg engine.NamespaceConfig) (engine.NamespaceInfo, bool, error) {
 	type r struct {
@@ -173,6 +183,11 @@ func (b *Broker) SetPaused(ctx context.Context, ns, q string, paused bool) (engi
 	return call(b, ctx, func(now time.Time) (engine.QueueInfo, error) { return b.eng.SetPaused(now, ns, q, paused) })
 }
 
+// PauseFor pauses a queue for d (0 resumes).
+func (b *Broker) PauseFor(ctx context.Context, ns, q string, d time.Duration) (engine.QueueInfo, error) {
+	return call(b, ctx, func(now time.Time) (engine.QueueInfo, error) { return b.eng.PauseFor(now, ns, q, d) })
+}
+
 // PurgeQueue deletes every job of a queue.
 func (b *Broker) PurgeQueue(ctx context.Context, ns, q string) (int, error) {
 	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.PurgeQueue(now, ns, q) })
@@ -228,12 +243,8 @@ func (b *Broker) parked(ctx context.Context, w *waiter, fn func(now time.Time) (
 		}
 		return res, err
 	}
-	select {
-	case b.reqs <- r:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-b.stop:
-		return nil, errClosed
+	if err := b.submit(ctx, r); err != nil {
+		return nil, err
 	}
 	select {
 	case <-r.done:
@@ -268,13 +279,7 @@ func (b *Broker) Bury(ctx context.Context, ns, q, id string, req engine.BuryRequ
 
 // Peek returns a job without changing it.
 func (b *Broker) Peek(ctx context.Context, ns, q, id string) (engine.Job, error) {
-	j, err := call(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Peek(now, ns, q, id) })
-	if err != nil {
-		return j, err
-	}
-	jobs := []engine.Job{j}
-	err = b.fill(jobs)
-	return jobs[0], err
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Peek(now, ns, q, id) })
 }
 
 // List pages through jobs.
@@ -288,13 +293,7 @@ func (b *Broker) List(ctx context.Context, ns, q string, req engine.ListRequest)
 
 // Update patches a job.
 func (b *Broker) Update(ctx context.Context, ns, q, id string, req engine.UpdateRequest) (engine.Job, error) {
-	j, err := call(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Update(now, ns, q, id, req) })
-	if err != nil {
-		return j, err
-	}
-	jobs := []engine.Job{j}
-	err = b.fill(jobs)
-	return jobs[0], err
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Update(now, ns, q, id, req) })
 }
 
 // Cancel deletes a job.
@@ -360,19 +359,25 @@ func (b *Broker) Call(ctx context.Context, ns, q string, req engine.PutRequest, 
 // fill reads payload and result bytes for jobs leaving the server.
 func (b *Broker) fill(jobs []engine.Job) error {
 	for i := range jobs {
-		j := &jobs[i]
-		data, err := b.blob(j.Payload, true)
-		if err != nil {
+		if err := b.fillJob(&jobs[i]); err != nil {
 			return err
 		}
-		j.Data = data
-		if j.HasResult {
-			if j.ResultData, err = b.blob(j.Result, true); err != nil {
-				return err
-			}
-			if j.Result == (engine.BlobRef{}) {
-				j.ResultData = []byte("null")
-			}
+	}
+	return nil
+}
+
+func (b *Broker) fillJob(j *engine.Job) error {
+	data, err := b.blob(j.Payload, true)
+	if err != nil {
+		return err
+	}
+	j.Data = data
+	if j.HasResult {
+		if j.ResultData, err = b.blob(j.Result, true); err != nil {
+			return err
+		}
+		if j.Result == (engine.BlobRef{}) {
+			j.ResultData = []byte("null")
 		}
 	}
 	return nil
@@ -399,3 +404,6 @@ func (b *Broker) blob(ref engine.BlobRef, has bool) ([]byte, error) {
 func (b *Broker) Stats(ctx context.Context) (engine.Stats, error) {
 	return call(b, ctx, func(time.Time) (engine.Stats, error) { return b.eng.Stats(), nil })
 }
+
+// EngineStats returns the process-wide engine counters.
+func (b *Broker) EngineStats(ctx context.Context) (engine.Stats, error) { return b.Stats(ctx) }

@@ -207,15 +207,23 @@ func (b *Broker) do(ctx context.Context, fn func(now time.Time) (any, error)) (a
 		return nil, errClosed
 	}
 	r := &request{fn: fn, done: make(chan struct{})}
-	select {
-	case b.reqs <- r:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-b.stop:
-		return nil, errClosed
+	if err := b.submit(ctx, r); err != nil {
+		return nil, err
 	}
 	<-r.done
 	return r.res, r.err
+}
+
+// submit hands r to the loop, unless ctx ends or the broker stops first.
+func (b *Broker) submit(ctx context.Context, r *request) error {
+	select {
+	case b.reqs <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.stop:
+		return errClosed
+	}
 }
 
 func (b *Broker) loop() {

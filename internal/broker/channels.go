@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	httpapi "github.com/chronoq/chronoq/internal/api/http"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
@@ -215,13 +214,13 @@ func (b *Broker) deliver(out []outPub) {
 // the long-poll of last resort for clients that have neither WebSocket
 // nor SSE: when the position is valid and nothing follows it yet, it
 // waits up to wait for the next publication.
-func (b *Broker) History(ctx context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (httpapi.HistoryResult, error) {
+func (b *Broker) History(ctx context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (pubsub.HistoryResult, error) {
 	if !pubsub.ValidChannel(ch) {
-		return httpapi.HistoryResult{}, errBadChannel
+		return pubsub.HistoryResult{}, errBadChannel
 	}
 	h, err := b.chans.hub.History(ns, ch, since, epoch, limit)
 	if err != nil {
-		return httpapi.HistoryResult{}, channelError(err)
+		return pubsub.HistoryResult{}, channelError(err)
 	}
 	if wait > 0 && h.Recovered && len(h.Publications) == 0 {
 		// Subscribe before reading again, so a publication between the
@@ -229,7 +228,7 @@ func (b *Broker) History(ctx context.Context, ns, ch string, since uint64, epoch
 		w := &historyWaiter{ready: make(chan struct{})}
 		sub, err := b.chans.hub.Subscribe(ns, ch, w, pubsub.SubscribeOptions{}, nil)
 		if err != nil {
-			return httpapi.HistoryResult{}, channelError(err)
+			return pubsub.HistoryResult{}, channelError(err)
 		}
 		if h, err = b.chans.hub.History(ns, ch, since, epoch, limit); err == nil && h.Recovered && len(h.Publications) == 0 {
 			t := time.NewTimer(wait)
@@ -245,15 +244,8 @@ func (b *Broker) History(ctx context.Context, ns, ch string, since uint64, epoch
 		}
 		sub.Unsubscribe()
 		if err != nil {
-			return httpapi.HistoryResult{}, channelError(err)
+			return pubsub.HistoryResult{}, channelError(err)
 		}
 	}
-	res := httpapi.HistoryResult{Offset: h.Offset, Epoch: h.Epoch, Recovered: h.Recovered}
-	if len(h.Publications) > 0 {
-		res.Publications = make([]httpapi.Publication, len(h.Publications))
-		for i, p := range h.Publications {
-			res.Publications[i] = httpapi.Publication{Offset: p.Offset, Data: p.Data, Time: p.Time}
-		}
-	}
-	return res, nil
+	return h, nil
 }

@@ -151,35 +151,59 @@ func (e *Engine) Nack(now time.Time, ns, qn, id string, req NackRequest) (State,
 	if len(req.Error) > MaxErrorLen {
 		return 0, badf("error", "must be at most %d bytes, got %d", MaxErrorLen, len(req.Error))
 	}
-	img := e.image(q, slot)
+	return e.giveBack(q, slot, ns, qn, id, giveBackRule{
+		verb: "nacked", priority: req.Priority, lastError: req.Error, count: true,
+		at: func(img *JobImage) int64 {
+			if req.Delay != nil {
+				return e.now + req.Delay.Milliseconds()
+			}
+			return e.now + e.backoff(q.cfg.Backoff, img.Attempt)
+		},
+	})
+}
+
+// giveBackRule is what differs between the ways a reservation is given
+// back (Nack, Release); giveBack is the rule they share.
+type giveBackRule struct {
+	verb      string  // "nacked", "released": for a dead job's last error
+	priority  *uint32 // nil keeps the job's priority
+	lastError string  // "" keeps the job's last error
+	count     bool    // count a release (beanstalkd's stats-job)
+	// at is when the job runs again, given its image.
+	at func(img *JobImage) int64
+}
+
+// giveBack ends the reservation of the job in slot: the job goes if its TTL
+// passed while it ran (docs/api.md, the job object: ttl), goes dead when
+// its tries are used up, and otherwise waits until rule.at to run again.
+// It answers the job's resulting state (StateGone when it went).
+func (e *Engine) giveBack(q *queue, slot uint32, ns, qn, id string, rule giveBackRule) (State, error) {
+	img := e.image(q, slot) // At is the activation time the reservation began from
 	img.Nonce, img.Until, img.ResvTTR = 0, 0, 0
-	img.Releases++
-	e.events.hint = EventExpired // the only delete a nack makes
-	if req.Priority != nil {
-		img.Prio = *req.Priority
+	if rule.count {
+		img.Releases++
 	}
-	if req.Error != "" {
-		img.LastError = req.Error
+	e.events.hint = EventExpired // the only delete a give-back makes
+	if rule.priority != nil {
+		img.Prio = *rule.priority
+	}
+	if rule.lastError != "" {
+		img.LastError = rule.lastError
 	}
 	r := e.ent.add()
 	switch {
 	case img.Expire != 0 && img.Expire <= e.now:
-		// TTL passed during the reservation: the job goes now (docs/api.md, the job object: ttl).
 		r.Kind, r.NS, r.Queue, r.ID = KindJobDelete, ns, qn, id
 	case img.Tries > 0 && img.Attempt >= img.Tries:
 		img.Phase = phaseDead
 		img.Flags &^= fBuried
 		if img.LastError == "" {
-			img.LastError = fmt.Sprintf("nacked on the last of %d tries", img.Tries)
+			img.LastError = fmt.Sprintf("%s on the last of %d tries", rule.verb, img.Tries)
 		}
 		r.Kind, r.Job = KindJob, img
 	default:
 		img.Phase = phasePending
-		if req.Delay != nil {
-			img.At = e.now + req.Delay.Milliseconds()
-		} else {
-			img.At = e.now + e.backoff(q.cfg.Backoff, img.Attempt)
-		}
+		img.At = rule.at(&img)
 		r.Kind, r.Job = KindJob, img
 	}
 	if err := e.commit(); err != nil {
@@ -187,16 +211,17 @@ func (e *Engine) Nack(now time.Time, ns, qn, id string, req NackRequest) (State,
 	}
 	e.stats.Nacked++
 	q.stats.Nacked++
-	if r := e.ent.Records[0]; r.Kind == KindJobDelete {
+	if e.ent.Records[0].Kind == KindJobDelete {
 		e.stats.Expired++
 		q.stats.Expired++
 		return StateGone, nil
 	}
-	if e.jobs.get(slot).state == StateDead {
+	st := e.jobs.get(slot).state
+	if st == StateDead {
 		e.stats.Dead++
 		q.stats.Dead++
 	}
-	return e.jobs.get(slot).state, nil
+	return st, nil
 }
 
 // Touch extends a reservation by ttr (or the reservation's TTR).

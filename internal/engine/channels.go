@@ -3,8 +3,6 @@ package engine
 import (
 	"errors"
 	"time"
-
-	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
 // Durable channel history. Channels themselves live in the broker's pubsub
@@ -51,7 +49,7 @@ func (e *Engine) Publish(now time.Time, ns, ch string, hub ChannelPosition, data
 	if !n.cfg.Channels.Durable {
 		return Publication{}, ErrNotDurable
 	}
-	if !pubsub.ValidChannel(ch) {
+	if !ValidChannel(ch) {
 		return Publication{}, badf("channel", "must match [A-Za-z0-9_.-]{1,200}, optionally followed by #user[,user...]; got %q", ch)
 	}
 	if hub.Epoch == "" {
@@ -76,13 +74,13 @@ func historyPolicy(c ChannelHistory) (size int, ttl int64) {
 	size = c.Size
 	switch {
 	case size == 0:
-		size = pubsub.DefaultHistorySize
+		size = DefaultHistorySize
 	case size < 0:
 		size = 0
 	}
 	switch {
 	case c.TTL == 0:
-		ttl = pubsub.DefaultHistoryTTL.Milliseconds()
+		ttl = DefaultHistoryTTL.Milliseconds()
 	case c.TTL > 0:
 		ttl = c.TTL.Milliseconds()
 	}

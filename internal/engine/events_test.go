@@ -137,3 +137,24 @@ func TestNotifyValidatedAndLogged(t *testing.T) {
 		t.Fatalf("notify after replay = %q, %v", j.Notify, err)
 	}
 }
+
+// A job whose TTL passed while it was reserved goes when it is given back,
+// by nack or by beanstalkd's release alike, and either way its watchers
+// hear that it expired (the two share one give-back rule).
+func TestJobEventsExpiredOnGiveBack(t *testing.T) {
+	f := newFixture(t)
+	f.e.SetEvents(true)
+	f.put("q", PutRequest{ID: "n", Notify: "watch", TTL: dur(time.Second)})
+	f.put("q", PutRequest{ID: "r", Notify: "watch", TTL: dur(time.Second)})
+	jn, jr := f.take1("q"), f.take1("q")
+	f.e.TakeEvents()
+	f.tick(2 * time.Second)
+	if s, err := f.e.Nack(f.now, "default", "q", "n", NackRequest{Receipt: jn.Receipt}); err != nil || s != StateGone {
+		t.Fatalf("nack after the TTL: %v %v", s, err)
+	}
+	f.events("n:expired:deleted")
+	if s, err := f.e.Release(f.now, "default", "q", "r", ReleaseRequest{Receipt: jr.Receipt}); err != nil || s != StateGone {
+		t.Fatalf("release after the TTL: %v %v", s, err)
+	}
+	f.events("r:expired:deleted")
+}

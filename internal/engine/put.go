@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/chronoq/chronoq/internal/pubsub"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -131,7 +130,7 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 	if req.ReplyTo != "" && !ValidQueueName(req.ReplyTo) {
 		return out, badf("reply_to", "must be a queue name matching [A-Za-z0-9_.-]{1,%d}, got %q", MaxQueueNameLen, req.ReplyTo)
 	}
-	if req.Notify != "" && !pubsub.ValidChannel(req.Notify) {
+	if req.Notify != "" && !ValidChannel(req.Notify) {
 		return out, badf("notify", "must be a channel name: [A-Za-z0-9_.-]{1,200}, optionally followed by #user[,user...], at most %d bytes; got %q", MaxChannelNameLen, req.Notify)
 	}
 	if req.Cron != "" {

@@ -171,3 +171,79 @@ func (e *Engine) backoff(b Backoff, attempt uint32) int64 {
 	}
 	return int64(math.Round(d))
 }
+
+// ReserveJob reserves one particular job, whatever its state but reserved
+// (beanstalkd reserve-job), bypassing order and pauses.
+func (e *Engine) ReserveJob(now time.Time, ns, qn, id string, ttr *time.Duration) (Job, error) {
+	e.begin(now)
+	q, slot, err := e.findJob(ns, qn, id)
+	if err != nil {
+		return Job{}, err
+	}
+	switch e.jobs.get(slot).state {
+	case StateReserved:
+		return Job{}, errf(CodeConflict, "job %q is already reserved", id)
+	case StateCompleted:
+		return Job{}, errf(CodeConflict, "job %q is completed", id)
+	}
+	img := e.image(q, slot)
+	img.Phase = phaseReserved
+	img.Flags &^= fBuried
+	img.Attempt++
+	nonces, err := e.receiptNonces(1)
+	if err != nil {
+		return Job{}, err
+	}
+	img.Nonce = nonces[0]
+	img.ResvTTR = img.TTR
+	if ttr != nil {
+		if *ttr < time.Millisecond || *ttr > MaxTTR {
+			return Job{}, badf("ttr", "must be between 1ms and %s, got %s", MaxTTR, *ttr)
+		}
+		img.ResvTTR = uint32(ttr.Milliseconds())
+	}
+	img.Until = e.resvBase + int64(img.ResvTTR)
+	r := e.ent.add()
+	r.Kind, r.Job = KindJob, img
+	e.stampCounters(0, 1)
+	if err := e.commit(); err != nil {
+		return Job{}, err
+	}
+	e.stats.Taken++
+	q.stats.Taken++
+	return e.view(q, slot), nil
+}
+
+// TakeBest reserves the single most urgent ready job across the listed
+// queues (serving order compared across queues, as beanstalkd compares the
+// heads of all watched tubes), or nothing. Take instead drains the queues
+// in the order given, which would hand out a less urgent job from an
+// earlier tube.
+func (e *Engine) TakeBest(now time.Time, ns string, queues []string) ([]Job, error) {
+	e.Advance(now)
+	nsObj, err := e.findNS(ns)
+	if err != nil {
+		return nil, err
+	}
+	best, bestName := noSlot, ""
+	var bestQ *queue
+	for _, name := range queues {
+		qi, ok := nsObj.queues[name]
+		if !ok {
+			continue
+		}
+		q := e.queues[qi]
+		if q.paused || len(q.ready.s) == 0 {
+			continue
+		}
+		// Heaps of different queues share one order, so comparing their
+		// heads with either heap's order is sound.
+		if head := q.ready.s[0]; best == noSlot || e.less(&q.ready, head, best) {
+			best, bestName, bestQ = head, name, q
+		}
+	}
+	if bestQ == nil {
+		return nil, nil
+	}
+	return e.Take(now, ns, TakeRequest{Queues: []string{bestName}, Max: 1})
+}

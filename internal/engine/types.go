@@ -161,10 +161,15 @@ type ChannelHistory struct {
 	Durable bool
 }
 
-// Channel history bounds a namespace may ask for.
+// Channel history bounds a namespace may ask for, and the defaults of a
+// namespace that sets none: enough to bridge a deploy's reconnect storm or
+// a phone switching networks, small enough that an idle channel costs
+// little.
 const (
-	MaxChannelHistory = 100_000
-	MaxChannelNameLen = 256
+	MaxChannelHistory  = 100_000
+	MaxChannelNameLen  = 256
+	DefaultHistorySize = 1000
+	DefaultHistoryTTL  = 10 * time.Minute
 )
 
 // NamespaceInfo describes one namespace.

@@ -2,26 +2,29 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
 // Limits from docs/api.md (Conventions). Over-limit values are rejected, never clamped.
 const (
-	MaxDelay        = 87600 * time.Hour // ten years
-	MaxTTR          = 720 * time.Hour
-	MaxBatch        = 1000
-	MaxTake         = 1000
-	MaxListLimit    = 1000
-	MaxTags         = 16
-	MaxTagLen       = 256
-	MaxKeyLen       = 256
-	MaxIdemKeyLen   = 256
-	MaxErrorLen     = 4096
-	MaxPayloadHard  = 64 << 20
-	MaxIDLen        = 128
-	MaxNSLen        = 64
-	MaxQueueNameLen = 200
-	MaxTries        = 0xffff
+	MaxDelay     = 87600 * time.Hour // ten years
+	MaxTTR       = 720 * time.Hour
+	MaxBatch     = 1000
+	MaxTake      = 1000
+	MaxListLimit = 1000
+	// DefaultListLimit is a listing's page size when the client names none.
+	DefaultListLimit = 100
+	MaxTags          = 16
+	MaxTagLen        = 256
+	MaxKeyLen        = 256
+	MaxIdemKeyLen    = 256
+	MaxErrorLen      = 4096
+	MaxPayloadHard   = 64 << 20
+	MaxIDLen         = 128
+	MaxNSLen         = 64
+	MaxQueueNameLen  = 200
+	MaxTries         = 0xffff
 	// MaxTakeQueues caps the queues one take (or consume) may name: the
 	// broker loop walks them for every take and every wake-up, so their
 	// number must not be the client's to choose.
@@ -35,14 +38,50 @@ const (
 // A-Z a-z 0-9 _ . - (and ':' when colon is set, for job ids), but never
 // "." or "..": the charset allows them, yet an HTTP path holding them is
 // cleaned away, so such a queue or job could never be addressed there.
+// Protocols with a narrower rule of their own (lmstfy's) apply it on top.
 func ValidName(s string, maxLen int, colon bool) bool {
 	if len(s) == 0 || len(s) > maxLen || s == "." || s == ".." {
 		return false
 	}
+	return ValidNameChars(s, colon)
+}
+
+// ValidNameChars is ValidName's character set alone: A-Z a-z 0-9 _ . -
+// (and ':' when colon is set).
+func ValidNameChars(s string, colon bool) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || colon && c == ':') {
 			return false
+		}
+	}
+	return true
+}
+
+// ValidChannel reports whether s is a channel name: a queue-like base name
+// (ValidQueueName), optionally followed by "#" and a comma-separated list
+// of user ids, which limits the channel to those users ("user#42"). User
+// ids are printable ASCII without space, ',', '#' or '/'; the whole name
+// is at most MaxChannelNameLen bytes.
+func ValidChannel(s string) bool {
+	if len(s) == 0 || len(s) > MaxChannelNameLen {
+		return false
+	}
+	base, users, hasUsers := strings.Cut(s, "#")
+	if !ValidQueueName(base) {
+		return false
+	}
+	if !hasUsers {
+		return true
+	}
+	for _, u := range strings.Split(users, ",") {
+		if u == "" {
+			return false
+		}
+		for i := 0; i < len(u); i++ {
+			if c := u[i]; c <= ' ' || c > '~' || c == '#' || c == '/' {
+				return false
+			}
 		}
 	}
 	return true

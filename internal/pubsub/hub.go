@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
 )
 
 // Config is the history policy of the channels of one namespace.
@@ -37,13 +39,13 @@ type Config struct {
 	Durable bool
 }
 
-// Defaults: enough to bridge a deploy's reconnect storm or a phone
-// switching networks, small enough that an idle channel costs little.
+// Defaults are the engine's (a namespace's channel history policy is
+// engine state).
 const (
-	DefaultHistorySize = 1000
-	DefaultHistoryTTL  = 10 * time.Minute
+	DefaultHistorySize = engine.DefaultHistorySize
+	DefaultHistoryTTL  = engine.DefaultHistoryTTL
 	// MaxHistorySize bounds what one channel can pin in memory.
-	MaxHistorySize = 100_000
+	MaxHistorySize = engine.MaxChannelHistory
 )
 
 func (c Config) normalized() Config {
@@ -178,43 +180,11 @@ func (h *Hub) Close() {
 	h.mu.Unlock()
 }
 
-// ValidNamespace reports whether s is a namespace name: [A-Za-z0-9_.-]{1,64}.
-func ValidNamespace(s string) bool { return validBase(s, 64) }
+// ValidNamespace reports whether s is a namespace name (the engine's rule).
+func ValidNamespace(s string) bool { return engine.ValidNamespaceName(s) }
 
-// ValidChannel reports whether s is a channel name: a base name
-// [A-Za-z0-9_.-]{1,200}, optionally followed by "#" and a comma-separated
-// list of user ids, which limits the channel to those users ("user#42").
-// User ids are printable ASCII without space, ',', '#' or '/'.
-func ValidChannel(s string) bool {
-	if len(s) == 0 || len(s) > 256 {
-		return false
-	}
-	base, users, hasUsers := cut(s, '#')
-	if !validBase(base, 200) {
-		return false
-	}
-	if !hasUsers {
-		return true
-	}
-	if users == "" {
-		return false
-	}
-	start := 0
-	for i := 0; i <= len(users); i++ {
-		if i == len(users) || users[i] == ',' {
-			if i == start {
-				return false
-			}
-			start = i + 1
-			continue
-		}
-		c := users[i]
-		if c <= ' ' || c > '~' || c == '#' || c == '/' {
-			return false
-		}
-	}
-	return true
-}
+// ValidChannel reports whether s is a channel name (the engine's rule).
+func ValidChannel(s string) bool { return engine.ValidChannel(s) }
 
 // ChannelUsers returns the users a channel is limited to, and whether it
 // is limited at all.
@@ -243,17 +213,15 @@ func cut(s string, sep byte) (before, after string, found bool) {
 	return s, "", false
 }
 
-func validBase(s string, max int) bool {
-	if len(s) == 0 || len(s) > max || s == "." || s == ".." {
-		return false
+// open checks the names and returns the channel, created if need be and
+// locked, with its namespace's config and the time now.
+func (h *Hub) open(ns, ch string) (*channel, Config, time.Time, error) {
+	if err := checkNames(ns, ch); err != nil {
+		return nil, Config{}, time.Time{}, err
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
+	conf := h.config(ns)
+	now := h.clock()
+	return h.get(ns, ch, true), conf, now, nil
 }
 
 func checkNames(ns, ch string) error {
@@ -312,12 +280,10 @@ func (h *Hub) get(ns, ch string, create bool) *channel {
 // Publish appends data to a channel's history and hands it to every
 // subscriber. It never waits for a subscriber.
 func (h *Hub) Publish(ns, ch string, data []byte) (*Publication, error) {
-	if err := checkNames(ns, ch); err != nil {
+	c, conf, now, err := h.open(ns, ch)
+	if err != nil {
 		return nil, err
 	}
-	conf := h.config(ns)
-	now := h.clock()
-	c := h.get(ns, ch, true)
 	defer c.mu.Unlock()
 	c.offset++
 	p := &Publication{Namespace: ns, Channel: ch, Offset: c.offset, Epoch: c.epoch, Data: data, Time: now}
@@ -435,12 +401,10 @@ type Subscription struct {
 // comes out ahead of live publications, with nothing missed or doubled in
 // between.
 func (h *Hub) Subscribe(ns, ch string, s Subscriber, o SubscribeOptions, start func(SubscribeResult)) (*Subscription, error) {
-	if err := checkNames(ns, ch); err != nil {
+	c, conf, now, err := h.open(ns, ch)
+	if err != nil {
 		return nil, err
 	}
-	conf := h.config(ns)
-	now := h.clock()
-	c := h.get(ns, ch, true)
 	defer c.mu.Unlock()
 	c.prune(now, conf)
 	c.touched = now
@@ -475,15 +439,13 @@ type HistoryResult struct {
 // History returns up to limit (0: all) publications after since, oldest
 // first, if epoch matches and nothing after since was lost.
 func (h *Hub) History(ns, ch string, since uint64, epoch string, limit int) (HistoryResult, error) {
-	if err := checkNames(ns, ch); err != nil {
-		return HistoryResult{}, err
-	}
-	conf := h.config(ns)
-	now := h.clock()
 	// A read creates the channel so that the epoch it reports is the one
 	// later publications carry; otherwise a reader's first position would
 	// never match.
-	c := h.get(ns, ch, true)
+	c, conf, now, err := h.open(ns, ch)
+	if err != nil {
+		return HistoryResult{}, err
+	}
 	defer c.mu.Unlock()
 	c.prune(now, conf)
 	c.touched = now

@@ -42,7 +42,7 @@ const (
 )
 
 // MaxPayloadLimit is the largest MaxPayload a server accepts.
-const MaxPayloadLimit = 64 << 20
+const MaxPayloadLimit = engine.MaxPayloadHard
 
 // Config describes one server. The flags of `chronoq serve` map onto its
 // fields one to one; Default gives their defaults. An empty address

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // List returns the snapshots in dir whose footer is intact, newest (highest
@@ -99,7 +101,7 @@ func Prune(dir string, keep int) error {
 		removed++
 	}
 	if removed > 0 {
-		if err := syncDir(dir); err != nil {
+		if err := datadir.SyncDir(dir); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/datadir"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -149,7 +150,7 @@ func (w *Writer) Commit() (Info, error) {
 	}
 	w.finished = true
 	writing.Delete(w.tmp)
-	if err := syncDir(w.dir); err != nil {
+	if err := datadir.SyncDir(w.dir); err != nil {
 		return Info{}, fmt.Errorf("snapshot: %s written but not durable: %w", w.final, err)
 	}
 	return Info{Path: w.final, Pos: w.pos, Items: w.items, Size: w.written}, nil
@@ -166,21 +167,6 @@ func (w *Writer) Abort() error {
 	defer writing.Delete(w.tmp)
 	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("snapshot: remove %s: %w", w.tmp, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
 }

@@ -136,32 +136,22 @@ func (c *conn) dispatch(raw []byte) bool {
 		c.sendNum("KICKED", uint64(n))
 
 	case opStatsTube:
-		q, ok := queueOf(arg)
-		if !validTube(arg) || !ok {
-			c.send(msgBadFormat)
+		q, ok := c.tubeQueue(arg)
+		if !ok {
 			return true
 		}
 		c.s.count(o)
 		yaml, err := c.s.tubeStats(c.ctx, arg, q, time.Now())
-		if err != nil {
-			c.fail(err)
-			return true
-		}
-		c.sendData(yaml)
+		c.sendYAML(yaml, err)
 
 	case opStats:
 		c.s.count(o)
 		yaml, err := c.s.serverStats(c.ctx, time.Now())
-		if err != nil {
-			c.fail(err)
-			return true
-		}
-		c.sendData(yaml)
+		c.sendYAML(yaml, err)
 
 	case opUse:
-		q, ok := queueOf(arg)
-		if !validTube(arg) || !ok {
-			c.send(msgBadFormat)
+		q, ok := c.tubeQueue(arg)
+		if !ok {
 			return true
 		}
 		c.s.count(o)
@@ -173,9 +163,8 @@ func (c *conn) dispatch(raw []byte) bool {
 		_, _ = c.w.WriteString("USING " + arg + "\r\n")
 
 	case opWatch:
-		q, ok := queueOf(arg)
-		if !validTube(arg) || !ok {
-			c.send(msgBadFormat)
+		q, ok := c.tubeQueue(arg)
+		if !ok {
 			return true
 		}
 		c.s.count(o)
@@ -408,13 +397,8 @@ func (c *conn) delete(seq uint64) {
 		// The reservation ran out; the job may now be deletable as ready.
 		c.drop(seq)
 	}
-	j, err := c.s.b.JobBySeq(c.ctx, ns, seq)
-	if err != nil {
-		c.fail(err)
-		return
-	}
-	if j.State == engine.StateReserved || j.State == engine.StateCompleted {
-		c.send(msgNotFound)
+	j, ok := c.unreserved(ns, seq)
+	if !ok {
 		return
 	}
 	if err := c.s.b.Cancel(c.ctx, ns, j.Queue, j.ID, ""); err != nil {
@@ -432,11 +416,7 @@ func (c *conn) release(seq uint64, pri uint32, delay time.Duration) {
 		return
 	}
 	st, err := c.s.b.Release(c.ctx, c.s.opts.Namespace, r.queue, r.id, engine.ReleaseRequest{Receipt: r.receipt, Priority: &pri, Delay: delay})
-	if err != nil {
-		if notFound(err) {
-			c.drop(seq)
-		}
-		c.fail(err)
+	if c.heldFailed(seq, err) {
 		return
 	}
 	c.drop(seq)
@@ -455,11 +435,7 @@ func (c *conn) bury(seq uint64, pri uint32) {
 		return
 	}
 	err := c.s.b.Bury(c.ctx, c.s.opts.Namespace, r.queue, r.id, engine.BuryRequest{Receipt: r.receipt, Priority: &pri})
-	if err != nil {
-		if notFound(err) {
-			c.drop(seq)
-		}
-		c.fail(err)
+	if c.heldFailed(seq, err) {
 		return
 	}
 	c.drop(seq)
@@ -473,11 +449,7 @@ func (c *conn) touch(seq uint64) {
 		return
 	}
 	until, err := c.s.b.Touch(c.ctx, c.s.opts.Namespace, r.queue, r.id, engine.TouchRequest{Receipt: r.receipt})
-	if err != nil {
-		if notFound(err) {
-			c.drop(seq)
-		}
-		c.fail(err)
+	if c.heldFailed(seq, err) {
 		return
 	}
 	now := time.Now()
@@ -491,17 +463,12 @@ func (c *conn) touch(seq uint64) {
 
 func (c *conn) reserveJob(seq uint64) {
 	ns := c.s.opts.Namespace
-	j, err := c.s.b.JobBySeq(c.ctx, ns, seq)
-	if err != nil {
-		c.fail(err)
-		return
-	}
-	if j.State == engine.StateReserved || j.State == engine.StateCompleted {
-		c.send(msgNotFound)
+	j, ok := c.unreserved(ns, seq)
+	if !ok {
 		return
 	}
 	c.worker.Store(true)
-	j, err = c.s.b.ReserveJob(c.ctx, ns, j.Queue, j.ID, nil)
+	j, err := c.s.b.ReserveJob(c.ctx, ns, j.Queue, j.ID, nil)
 	if err != nil {
 		c.fail(err)
 		return
@@ -581,4 +548,53 @@ func (c *conn) byID(o op, id uint64) {
 			c.sendData(c.s.jobStats(j, time.Now()))
 		}
 	}
+}
+
+// tubeQueue is the queue of a tube named in a command; ok false means the
+// name was bad and BAD_FORMAT is answered.
+func (c *conn) tubeQueue(tube string) (q string, ok bool) {
+	q, ok = queueOf(tube)
+	if !validTube(tube) || !ok {
+		c.send(msgBadFormat)
+		return "", false
+	}
+	return q, true
+}
+
+// sendYAML answers a stats command.
+func (c *conn) sendYAML(yaml []byte, err error) {
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.sendData(yaml)
+}
+
+// heldFailed answers err of a command on a job this connection holds; a
+// job that is gone is no longer held.
+func (c *conn) heldFailed(seq uint64, err error) bool {
+	if err == nil {
+		return false
+	}
+	if notFound(err) {
+		c.drop(seq)
+	}
+	c.fail(err)
+	return true
+}
+
+// unreserved finds job seq for a command that needs it not reserved
+// (beanstalkd answers NOT_FOUND for a job another connection holds); ok
+// false means the answer is sent.
+func (c *conn) unreserved(ns string, seq uint64) (engine.Job, bool) {
+	j, err := c.s.b.JobBySeq(c.ctx, ns, seq)
+	if err != nil {
+		c.fail(err)
+		return j, false
+	}
+	if j.State == engine.StateReserved || j.State == engine.StateCompleted {
+		c.send(msgNotFound)
+		return j, false
+	}
+	return j, true
 }

@@ -1,6 +1,10 @@
 package beanstalk
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
 
 // Tube names allow "+/;$()" on top of the characters queue names allow, so
 // a tube maps to a queue through a reversible escape: each of those
@@ -33,7 +37,8 @@ const hexDigits = "0123456789ABCDEF"
 func escaped(c byte) bool { return strings.IndexByte("+/;$()", c) >= 0 }
 
 // queueOf returns the queue name of a valid tube name; ok is false when
-// the escaped name is longer than a queue name may be.
+// the result is no queue name by the engine's rule (engine.ValidQueueName:
+// an escaped name can outgrow its length).
 func queueOf(tube string) (string, bool) {
 	plain := true
 	for i := 0; i < len(tube); i++ {
@@ -43,7 +48,7 @@ func queueOf(tube string) (string, bool) {
 		}
 	}
 	if plain {
-		return tube, true
+		return tube, engine.ValidQueueName(tube)
 	}
 	var b strings.Builder
 	for i := 0; i < len(tube); i++ {
@@ -59,7 +64,7 @@ func queueOf(tube string) (string, bool) {
 		b.WriteByte(c)
 	}
 	q := b.String()
-	return q, len(q) <= maxTubeName
+	return q, engine.ValidQueueName(q)
 }
 
 // tubeOf returns the tube name a queue is addressed by; ok is false for

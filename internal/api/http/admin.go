@@ -3,10 +3,12 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/wire"
 )
 
-func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request, t target) error {
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -21,17 +23,14 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Creating an existing namespace is not an error (scripts re-run their
 	// setup); 200 instead of 201 tells the caller nothing was created.
-	writeUpserted(w, created, encodeNamespace(info))
+	writeUpserted(w, created, wireenc.Namespace(info))
 	return nil
 }
 
 // putNamespace creates or reconfigures a namespace; fields left out keep
 // their values (as PUT queue does).
-func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -42,28 +41,25 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeUpserted(w, created, encodeNamespace(info))
+	writeUpserted(w, created, wireenc.Namespace(info))
 	return nil
 }
 
-func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request, t target) error {
 	nss, err := s.b.ListNamespaces(r.Context())
 	if err != nil {
 		return err
 	}
-	out := make([]namespaceJSON, len(nss))
+	out := make([]wire.Namespace, len(nss))
 	for i, n := range nss {
-		out[i] = encodeNamespace(n)
+		out[i] = wireenc.Namespace(n)
 	}
-	writeJSON(w, http.StatusOK, map[string][]namespaceJSON{"namespaces": out})
+	writeJSON(w, http.StatusOK, map[string][]wire.Namespace{"namespaces": out})
 	return nil
 }
 
-func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -80,11 +76,8 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	tok := r.PathValue("token")
 	// Revoking is idempotent in the broker; answering 204 for a token that
 	// never existed would hide a typo, so an unknown token is 404.

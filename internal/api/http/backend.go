@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
 // Backend is everything the HTTP API needs from the server. The broker
@@ -66,23 +67,8 @@ type Backend interface {
 	// History with wait > 0 long-polls: when nothing after since is there
 	// yet (and the position is valid), it waits up to wait for the next
 	// publication.
-	History(ctx context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (HistoryResult, error)
+	History(ctx context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (pubsub.HistoryResult, error)
 
 	// Health.
 	Ready() error // nil once recovery is done and the log is writable
-}
-
-// Publication is one message of a channel's history.
-type Publication struct {
-	Offset uint64
-	Data   []byte // JSON text
-	Time   time.Time
-}
-
-// HistoryResult is the answer of a history read.
-type HistoryResult struct {
-	Publications []Publication
-	Offset       uint64
-	Epoch        string
-	Recovered    bool
 }

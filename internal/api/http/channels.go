@@ -3,13 +3,14 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/chronoq/chronoq/internal/api/wireenc"
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/wire"
 )
 
-func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
-	ns, ch, err := pathChannel(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, ch := t.ns, t.ch
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -22,26 +23,21 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Offset uint64 `json:"offset"`
-		Epoch  string `json:"epoch"`
-	}{offset, epoch})
+	writeJSON(w, http.StatusOK, wire.PublishAnswer{Offset: offset, Epoch: epoch})
 	return nil
 }
 
-func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
-	ns, ch, err := pathChannel(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) history(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, ch := t.ns, t.ch
 	v := r.URL.Query()
 	var since uint64
 	if sv := v.Get("since"); sv != "" {
+		var err error
 		if since, err = strconv.ParseUint(sv, 10, 64); err != nil {
 			return badField("since", "must be a whole number (an offset), got %q", sv)
 		}
 	}
-	limit, err := queryLimit(v, defaultListLimit)
+	limit, err := queryLimit(v, engine.DefaultListLimit)
 	if err != nil {
 		return err
 	}
@@ -53,6 +49,6 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeHistory(h))
+	writeJSON(w, http.StatusOK, wireenc.History(h))
 	return nil
 }

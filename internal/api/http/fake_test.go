@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
 // fakeBackend records every call with its arguments and answers what the
@@ -44,7 +45,7 @@ type fakeBackend struct {
 	done        bool
 	offset      uint64
 	epoch       string
-	hist        HistoryResult
+	hist        pubsub.HistoryResult
 	nsInfo      engine.NamespaceInfo
 	namespaces  []engine.NamespaceInfo
 	token       string
@@ -214,7 +215,7 @@ func (f *fakeBackend) Publish(_ context.Context, ns, ch string, data []byte) (ui
 	return f.offset, f.epoch, f.rec("Publish", ns, ch, data)
 }
 
-func (f *fakeBackend) History(_ context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (HistoryResult, error) {
+func (f *fakeBackend) History(_ context.Context, ns, ch string, since uint64, epoch string, limit int, wait time.Duration) (pubsub.HistoryResult, error) {
 	return f.hist, f.rec("History", ns, ch, since, epoch, limit, wait)
 }
 

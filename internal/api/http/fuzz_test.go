@@ -54,7 +54,7 @@ func checkPut(t *testing.T, req engine.PutRequest) {
 	if int64(len(req.Payload)) > fuzzLimits.maxPayload {
 		t.Fatalf("payload of %d bytes accepted", len(req.Payload))
 	}
-	if req.Delay != nil && (*req.Delay < 0 || *req.Delay > maxDelay) {
+	if req.Delay != nil && (*req.Delay < 0 || *req.Delay > engine.MaxDelay) {
 		t.Fatalf("delay %v accepted", *req.Delay)
 	}
 	if req.Delay != nil && req.At != nil {
@@ -65,7 +65,7 @@ func checkPut(t *testing.T, req engine.PutRequest) {
 			t.Fatalf("negative duration %v accepted", *d)
 		}
 	}
-	if len(req.Tags) > maxTags || len(req.Key) > maxKeyBytes {
+	if len(req.Tags) > engine.MaxTags || len(req.Key) > engine.MaxKeyLen {
 		t.Fatalf("limits not enforced: %d tags, key of %d bytes", len(req.Tags), len(req.Key))
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/wire"
 )
 
 // callRetention is how long a call's own job keeps its result after
@@ -12,11 +14,8 @@ import (
 // whose wait ran out can still fetch it with GET .../result.
 const callRetention = time.Minute
 
-func (s *Server) put(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) put(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -33,15 +32,12 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) error {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, encodePut(res))
+	writeJSON(w, status, wireenc.Put(res))
 	return nil
 }
 
-func (s *Server) putBatch(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) putBatch(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -54,33 +50,18 @@ func (s *Server) putBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]putJSON, len(res))
+	out := make([]wire.PutAnswer, len(res))
 	for i, pr := range res {
-		out[i] = encodePut(pr)
+		out[i] = wireenc.Put(pr)
 	}
-	writeJSON(w, http.StatusCreated, map[string][]putJSON{"jobs": out})
+	writeJSON(w, http.StatusCreated, map[string][]wire.PutAnswer{"jobs": out})
 	return nil
-}
-
-func (s *Server) takeQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
-	return s.take(w, r, ns, q)
-}
-
-func (s *Server) takeMulti(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
-	return s.take(w, r, ns, "")
 }
 
 // take serves both take routes; q is "" for the namespace-wide one, whose
 // queues come from the body.
-func (s *Server) take(w http.ResponseWriter, r *http.Request, ns, q string) error {
+func (s *Server) take(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -96,15 +77,12 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request, ns, q string) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobsJSON{Jobs: encodeJobs(jobs)})
+	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: wireenc.Jobs(jobs)})
 	return nil
 }
 
-func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) ack(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -125,11 +103,8 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) nack(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) nack(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -146,11 +121,8 @@ func (s *Server) nack(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) touch(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) touch(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -163,15 +135,12 @@ func (s *Server) touch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"reserved_until": fmtTime(until)})
+	writeJSON(w, http.StatusOK, map[string]string{"reserved_until": wireenc.Time(until)})
 	return nil
 }
 
-func (s *Server) bury(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) bury(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -187,30 +156,24 @@ func (s *Server) bury(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) peek(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) peek(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	job, err := s.b.Peek(r.Context(), ns, q, id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeJob(&job))
+	writeJSON(w, http.StatusOK, wireenc.Job(&job))
 	return nil
 }
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) list(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	v := r.URL.Query()
 	f, _, err := parseFilter(v)
 	if err != nil {
 		return err
 	}
-	limit, err := queryLimit(v, defaultListLimit)
+	limit, err := queryLimit(v, engine.DefaultListLimit)
 	if err != nil {
 		return err
 	}
@@ -218,15 +181,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobsJSON{Jobs: encodeJobs(res.Jobs), NextCursor: res.NextCursor})
+	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: wireenc.Jobs(res.Jobs), NextCursor: res.NextCursor})
 	return nil
 }
 
-func (s *Server) update(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) update(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -239,15 +199,12 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeJob(&job))
+	writeJSON(w, http.StatusOK, wireenc.Job(&job))
 	return nil
 }
 
-func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	if err := s.b.Cancel(r.Context(), ns, q, id, r.URL.Query().Get("receipt")); err != nil {
 		return err
 	}
@@ -255,25 +212,11 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) cancelInQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
-	return s.cancelByFilter(w, r, ns, q)
-}
-
-func (s *Server) cancelInNamespace(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
-	return s.cancelByFilter(w, r, ns, "")
-}
-
-// cancelByFilter insists on a filter: a bare DELETE on a collection must
-// never mean "everything" (purge exists for that).
-func (s *Server) cancelByFilter(w http.ResponseWriter, r *http.Request, ns, q string) error {
+// cancelByFilter serves a queue's jobs and (q "") the namespace's. It
+// insists on a filter: a bare DELETE on a collection must never mean
+// "everything" (purge exists for that).
+func (s *Server) cancelByFilter(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	f, given, err := parseFilter(r.URL.Query())
 	if err != nil {
 		return err
@@ -289,11 +232,8 @@ func (s *Server) cancelByFilter(w http.ResponseWriter, r *http.Request, ns, q st
 	return nil
 }
 
-func (s *Server) respawn(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) respawn(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -310,11 +250,8 @@ func (s *Server) respawn(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	n, err := s.b.PurgeDead(r.Context(), ns, q)
 	if err != nil {
 		return err
@@ -323,11 +260,8 @@ func (s *Server) purgeDead(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) result(w http.ResponseWriter, r *http.Request) error {
-	ns, q, id, err := pathJob(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) result(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q, id := t.ns, t.q, t.id
 	wait, err := queryWait(r.URL.Query(), s.opts.MaxWait)
 	if err != nil {
 		return err
@@ -340,15 +274,12 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) error {
 	if !done {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, encodeResult(info, done))
+	writeJSON(w, status, wireenc.Result(info, done))
 	return nil
 }
 
-func (s *Server) call(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) call(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -363,11 +294,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !done {
-		writeJSON(w, http.StatusGatewayTimeout, callWaitingJSON{ID: info.ID, State: info.State.String()})
+		writeJSON(w, http.StatusGatewayTimeout, wireenc.Call(info, done))
 		return nil
 	}
-	out := callDoneJSON{ID: info.ID}
-	out.Result, out.ResultBase64 = resultBlob(info)
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, wireenc.Call(info, done))
 	return nil
 }

@@ -15,33 +15,31 @@ import (
 // parameters. Unknown query parameters are ignored (proxies and caches add
 // their own); known ones are checked as strictly as body fields.
 
-func pathNS(r *http.Request) (string, error) {
-	ns := r.PathValue("ns")
-	return ns, checkNamespace("namespace", ns)
-}
+// target is what a route's path names: the parts its pattern has, each
+// checked (in this order, so the first bad one is the one reported).
+type target struct{ ns, q, id, ch string }
 
-func pathQueue(r *http.Request) (ns, q string, err error) {
-	if ns, err = pathNS(r); err != nil {
-		return "", "", err
+func pathTarget(r *http.Request, pattern string) (target, error) {
+	var t target
+	for _, p := range []struct {
+		wildcard, field string
+		dst             *string
+		check           func(field, s string) error
+	}{
+		{"ns", "namespace", &t.ns, checkNamespace},
+		{"q", "queue", &t.q, checkQueue},
+		{"id", "id", &t.id, checkJobID},
+		{"ch", "channel", &t.ch, checkChannel},
+	} {
+		if !strings.Contains(pattern, "{"+p.wildcard+"}") {
+			continue
+		}
+		*p.dst = r.PathValue(p.wildcard)
+		if err := p.check(p.field, *p.dst); err != nil {
+			return t, err
+		}
 	}
-	q = r.PathValue("q")
-	return ns, q, checkQueue("queue", q)
-}
-
-func pathJob(r *http.Request) (ns, q, id string, err error) {
-	if ns, q, err = pathQueue(r); err != nil {
-		return "", "", "", err
-	}
-	id = r.PathValue("id")
-	return ns, q, id, checkJobID("id", id)
-}
-
-func pathChannel(r *http.Request) (ns, ch string, err error) {
-	if ns, err = pathNS(r); err != nil {
-		return "", "", err
-	}
-	ch = r.PathValue("ch")
-	return ns, ch, checkChannel("channel", ch)
+	return t, nil
 }
 
 var stateList = "delayed, ready, blocked, reserved, dead, completed"
@@ -101,15 +99,15 @@ func parseFilter(v url.Values) (f engine.Filter, given bool, err error) {
 	return f, len(f.States) > 0 || f.HasKey || len(f.Tags) > 0, nil
 }
 
-// queryLimit reads limit in [1, maxListLimit]; absent or empty gives def.
+// queryLimit reads limit in [1, engine.MaxListLimit]; absent or empty gives def.
 func queryLimit(v url.Values, def int) (int, error) {
 	s := v.Get("limit")
 	if s == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxListLimit {
-		return 0, badField("limit", "must be a whole number between 1 and %d, got %q", maxListLimit, s)
+	if err != nil || n < 1 || n > engine.MaxListLimit {
+		return 0, badField("limit", "must be a whole number between 1 and %d, got %q", engine.MaxListLimit, s)
 	}
 	return n, nil
 }

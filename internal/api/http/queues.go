@@ -3,14 +3,13 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/wire"
 )
 
-func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
-	ns, err := pathNS(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, t target) error {
+	ns := t.ns
 	v := r.URL.Query()
 	limit, err := queryLimit(v, engine.DefaultQueueListLimit)
 	if err != nil {
@@ -21,19 +20,16 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	qs := page.Queues
-	out := queuesJSON{Queues: make([]queueJSON, len(qs)), NextCursor: page.NextCursor}
+	out := wire.QueuePage{Queues: make([]wire.Queue, len(qs)), NextCursor: page.NextCursor}
 	for i := range qs {
-		out.Queues[i] = encodeQueue(&qs[i])
+		out.Queues[i] = wireenc.Queue(&qs[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -46,7 +42,7 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeUpserted(w, created, encodeQueue(&info))
+	writeUpserted(w, created, wireenc.Queue(&info))
 	return nil
 }
 
@@ -59,24 +55,18 @@ func writeUpserted(w http.ResponseWriter, created bool, v any) {
 	writeJSON(w, status, v)
 }
 
-func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	info, err := s.b.GetQueue(r.Context(), ns, q)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeQueue(&info))
+	writeJSON(w, http.StatusOK, wireenc.Queue(&info))
 	return nil
 }
 
-func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	if err := s.b.DeleteQueue(r.Context(), ns, q); err != nil {
 		return err
 	}
@@ -84,19 +74,16 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
-	return s.setPaused(w, r, true)
+func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	return s.setPaused(w, r, t, true)
 }
 
-func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
-	return s.setPaused(w, r, false)
+func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	return s.setPaused(w, r, t, false)
 }
 
-func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, t target, paused bool) error {
+	ns, q := t.ns, t.q
 	if err := s.emptyBody(w, r); err != nil {
 		return err
 	}
@@ -104,15 +91,12 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, encodeQueue(&info))
+	writeJSON(w, http.StatusOK, wireenc.Queue(&info))
 	return nil
 }
 
-func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) error {
-	ns, q, err := pathQueue(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, t target) error {
+	ns, q := t.ns, t.q
 	if err := s.emptyBody(w, r); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
 const queuePath = "/v1/ns/default/queues/emails"
@@ -135,9 +136,9 @@ func TestChannels(t *testing.T) {
 	e.main("POST", "/v1/ns/default/channels/news/publish", `{"data":"`+"0123456789abcdef"+`"}`).apiErr(413, "payload_too_large", "data")
 	e.main("POST", "/v1/ns/default/channels/bad%20name/publish", `{"data":1}`).badReq("channel")
 
-	e.f.hist = HistoryResult{
-		Publications: []Publication{{Offset: 4, Data: []byte(`{"x":1}`), Time: t0}, {Offset: 5, Data: []byte(`"y"`), Time: t0.Add(time.Millisecond)}},
-		Offset:       5, Epoch: "ep1", Recovered: true,
+	e.f.hist = pubsub.HistoryResult{
+		Publications: []*pubsub.Publication{{Offset: 4, Data: []byte(`{"x":1}`), Time: t0}, {Offset: 5, Data: []byte(`"y"`), Time: t0.Add(time.Millisecond)}},
+		Position:     pubsub.Position{Offset: 5, Epoch: "ep1"}, Recovered: true,
 	}
 	e.main("GET", "/v1/ns/default/channels/news/history?since=3&epoch=ep1&limit=10", ``).status(http.StatusOK).exact(
 		`{"publications":[{"offset":4,"data":{"x":1},"time":"2026-11-22T10:00:00.000Z"},{"offset":5,"data":"y","time":"2026-11-22T10:00:00.001Z"}],
@@ -145,7 +146,7 @@ func TestChannels(t *testing.T) {
 	if args := e.f.last(t, "History"); args[2] != uint64(3) || args[3] != "ep1" || args[4] != 10 {
 		t.Fatalf("history %v", args)
 	}
-	e.f.hist = HistoryResult{Offset: 9, Epoch: "ep2"}
+	e.f.hist = pubsub.HistoryResult{Position: pubsub.Position{Offset: 9, Epoch: "ep2"}}
 	e.main("GET", "/v1/ns/default/channels/news/history", ``).status(http.StatusOK).exact(`{"publications":[],"offset":9,"epoch":"ep2","recovered":false}`)
 	if args := e.f.last(t, "History"); args[2] != uint64(0) || args[3] != "" || args[4] != 100 {
 		t.Fatalf("history defaults %v", args)

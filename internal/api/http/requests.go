@@ -72,12 +72,7 @@ func readPut(o *object, lim limits, extra ...string) engine.PutRequest {
 	if req.ID = o.str("id"); req.ID != "" {
 		o.setErr(checkJobID(o.field("id"), req.ID))
 	}
-	req.Delay = o.optDuration("delay")
-	o.setErr(checkDelay(o.field("delay"), req.Delay))
-	req.At = o.optTime("at")
-	if req.Delay != nil && req.At != nil {
-		o.fail("at", "delay and at are exclusive, give one")
-	}
+	req.Delay, req.At = o.delayOrAt()
 	req.Priority = o.optUint32("priority")
 	req.TTL = o.optDuration("ttl")
 	req.TTR = o.optDuration("ttr")
@@ -121,8 +116,8 @@ func decodeBatch(body []byte, lim limits) ([]engine.PutRequest, error) {
 		return nil, o.err
 	case !ok || len(items) == 0:
 		return nil, badField("jobs", "missing: give at least one job")
-	case len(items) > maxBatch:
-		return nil, badField("jobs", "at most %d jobs per batch, got %d", maxBatch, len(items))
+	case len(items) > engine.MaxBatch:
+		return nil, badField("jobs", "at most %d jobs per batch, got %d", engine.MaxBatch, len(items))
 	}
 	reqs := make([]engine.PutRequest, len(items))
 	for i, raw := range items {
@@ -200,39 +195,41 @@ func decodeAck(body []byte, queue string, lim limits) (engine.AckRequest, error)
 	return req, o.err
 }
 
-func decodeNack(body []byte) (engine.NackRequest, error) {
+// decodeObject reads a body that is one object of the given fields with
+// read; read's result counts only when no field failed.
+func decodeObject[T any](body []byte, fields []string, read func(o *object) T) (T, error) {
 	o, err := parseBody(body)
 	if err != nil {
-		return engine.NackRequest{}, err
+		var zero T
+		return zero, err
 	}
-	o.allow("receipt", "delay", "error")
-	req := engine.NackRequest{
-		Receipt: o.str("receipt"),
-		Delay:   o.optDuration("delay"),
-		Error:   o.str("error"),
-	}
-	o.setErr(checkDelay(o.field("delay"), req.Delay))
-	return req, o.err
+	o.allow(fields...)
+	v := read(o)
+	return v, o.err
+}
+
+func decodeNack(body []byte) (engine.NackRequest, error) {
+	return decodeObject(body, []string{"receipt", "delay", "error"}, func(o *object) engine.NackRequest {
+		req := engine.NackRequest{
+			Receipt: o.str("receipt"),
+			Delay:   o.optDuration("delay"),
+			Error:   o.str("error"),
+		}
+		o.setErr(checkDelay(o.field("delay"), req.Delay))
+		return req
+	})
 }
 
 func decodeTouch(body []byte) (engine.TouchRequest, error) {
-	o, err := parseBody(body)
-	if err != nil {
-		return engine.TouchRequest{}, err
-	}
-	o.allow("receipt", "ttr")
-	req := engine.TouchRequest{Receipt: o.str("receipt"), TTR: o.optDuration("ttr")}
-	return req, o.err
+	return decodeObject(body, []string{"receipt", "ttr"}, func(o *object) engine.TouchRequest {
+		return engine.TouchRequest{Receipt: o.str("receipt"), TTR: o.optDuration("ttr")}
+	})
 }
 
 func decodeBury(body []byte) (engine.BuryRequest, error) {
-	o, err := parseBody(body)
-	if err != nil {
-		return engine.BuryRequest{}, err
-	}
-	o.allow("receipt", "reason")
-	req := engine.BuryRequest{Receipt: o.str("receipt"), Reason: o.str("reason")}
-	return req, o.err
+	return decodeObject(body, []string{"receipt", "reason"}, func(o *object) engine.BuryRequest {
+		return engine.BuryRequest{Receipt: o.str("receipt"), Reason: o.str("reason")}
+	})
 }
 
 // decodeTake reads a take body. multi is the namespace-wide form, which
@@ -253,15 +250,15 @@ func decodeTake(body []byte, multi bool, lim limits) (engine.TakeRequest, time.D
 		if o.err == nil && (!ok || len(qs) == 0) {
 			o.fail("queues", "missing: list at least one queue")
 		}
-		if o.err == nil && len(qs) > maxTakeQueues {
-			o.fail("queues", "at most %d queues per take, got %d", maxTakeQueues, len(qs))
+		if o.err == nil && len(qs) > engine.MaxTakeQueues {
+			o.fail("queues", "at most %d queues per take, got %d", engine.MaxTakeQueues, len(qs))
 		}
 		for i, q := range qs {
 			o.setErr(checkQueue(indexPath(o.field("queues"), i), q))
 		}
 		req.Queues = qs
 	}
-	req.Max = o.intRange("max", 1, maxTake, 1)
+	req.Max = o.intRange("max", 1, engine.MaxTake, 1)
 	req.TTR = o.optDuration("ttr")
 	wait := o.wait(lim.maxWait)
 	return req, wait, o.err
@@ -276,12 +273,7 @@ func decodeUpdate(body []byte, lim limits) (engine.UpdateRequest, error) {
 	var req engine.UpdateRequest
 	req.Receipt = o.str("receipt")
 	req.Payload, req.PayloadJSON, req.HasPayload = o.payload(lim.maxPayload, false)
-	req.Delay = o.optDuration("delay")
-	o.setErr(checkDelay(o.field("delay"), req.Delay))
-	req.At = o.optTime("at")
-	if req.Delay != nil && req.At != nil {
-		o.fail("at", "delay and at are exclusive, give one")
-	}
+	req.Delay, req.At = o.delayOrAt()
 	req.Priority = o.optUint32("priority")
 	req.Tags, req.HasTags = o.strMap("tags")
 	if req.HasTags {
@@ -330,7 +322,7 @@ func decodeQueuePatch(body []byte, lim limits) (engine.QueuePatch, error) {
 	p.MaxPayload = o.optUint32("max_payload")
 	// A queue limit above the server's would never take effect: every put
 	// over the server's limit is refused before it reaches the queue.
-	if capacity := min(lim.maxPayload, hardMaxPayload); p.MaxPayload != nil && int64(*p.MaxPayload) > capacity {
+	if capacity := min(lim.maxPayload, engine.MaxPayloadHard); p.MaxPayload != nil && int64(*p.MaxPayload) > capacity {
 		o.fail("max_payload", "must be at most %d (the server's limit)", capacity)
 	}
 	p.DedupWindow = o.optDuration("dedup_window")
@@ -451,11 +443,17 @@ func readNamespace(o *object, cfg *engine.NamespaceConfig) {
 }
 
 func decodeToken(body []byte) (string, error) {
-	o, err := parseBody(body)
-	if err != nil {
-		return "", err
+	return decodeObject(body, []string{"description"}, func(o *object) string { return o.str("description") })
+}
+
+// delayOrAt reads the first activation of a put or update: a delay (at
+// most engine.MaxDelay) or a time, not both.
+func (o *object) delayOrAt() (*time.Duration, *time.Time) {
+	delay := o.optDuration("delay")
+	o.setErr(checkDelay(o.field("delay"), delay))
+	at := o.optTime("at")
+	if delay != nil && at != nil {
+		o.fail("at", "delay and at are exclusive, give one")
 	}
-	o.allow("description")
-	d := o.str("description")
-	return d, o.err
+	return delay, at
 }

@@ -10,7 +10,8 @@ import (
 
 // handler is a route's code: it writes its own success answer and returns
 // the error to answer otherwise, so every failure goes through writeError.
-type handler func(w http.ResponseWriter, r *http.Request) error
+// t holds the route's path parts, already checked.
+type handler func(w http.ResponseWriter, r *http.Request, t target) error
 
 // router is a ServeMux that answers unknown routes and wrong methods in the
 // API's JSON error shape instead of ServeMux's plain text.
@@ -24,7 +25,11 @@ func newRouter(s *Server) *router { return &router{s: s, mux: http.NewServeMux()
 
 func (rt *router) handle(pattern string, sc scope, h handler) {
 	rt.handleHTTP(pattern, sc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
+		t, err := pathTarget(r, pattern)
+		if err == nil {
+			err = h(w, r, t)
+		}
+		if err != nil {
 			rt.s.writeError(w, r, err)
 		}
 	}))

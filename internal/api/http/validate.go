@@ -8,32 +8,15 @@ import (
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
-// Limits of docs/api.md (Conventions). They are checked here, before the broker, because they
-// bound what a request may make the server hold in memory; values over a
-// limit are rejected, never clamped, so a client never silently gets less
-// than it asked for.
-const (
-	maxBatch         = 1000
-	maxTake          = 1000
-	maxListLimit     = 1000
-	defaultListLimit = 100
-	maxTags          = 16
-	maxTagBytes      = 256
-	maxKeyBytes      = 256
-	maxDelay         = 87600 * time.Hour // ten years
-	maxNamespaceLen  = engine.MaxNSLen
-	maxQueueLen      = engine.MaxQueueNameLen
-	maxJobIDLen      = engine.MaxIDLen
-	maxTakeQueues    = engine.MaxTakeQueues
-
-	// hardMaxPayload is the largest max_payload a queue may be given
-	// whatever the server's own setting (the --max-payload ceiling, internal/server).
-	hardMaxPayload = 64 << 20
-)
+// The limits of docs/api.md (Conventions) are the engine's (engine.Max*):
+// they are checked here too, before the broker, because they bound what a
+// request may make the server hold in memory; values over a limit are
+// rejected, never clamped, so a client never silently gets less than it
+// asked for.
 
 func checkNamespace(field, s string) error {
 	if !engine.ValidNamespaceName(s) {
-		return badField(field, "invalid namespace name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, maxNamespaceLen)
+		return badField(field, "invalid namespace name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, engine.MaxNSLen)
 	}
 	return nil
 }
@@ -50,21 +33,21 @@ func checkChannel(field, s string) error {
 // checkQueue also serves reply_to, which names a queue.
 func checkQueue(field, s string) error {
 	if !engine.ValidQueueName(s) {
-		return badField(field, "invalid name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, maxQueueLen)
+		return badField(field, "invalid name %q: want 1 to %d of A-Z a-z 0-9 _ . -", s, engine.MaxQueueNameLen)
 	}
 	return nil
 }
 
 func checkJobID(field, s string) error {
 	if !engine.ValidJobID(s) {
-		return badField(field, "invalid job id %q: want 1 to %d of A-Z a-z 0-9 _ . : -", s, maxJobIDLen)
+		return badField(field, "invalid job id %q: want 1 to %d of A-Z a-z 0-9 _ . : -", s, engine.MaxIDLen)
 	}
 	return nil
 }
 
 func checkTags(field string, tags map[string]string) error {
-	if len(tags) > maxTags {
-		return badField(field, "at most %d tags allowed, got %d", maxTags, len(tags))
+	if len(tags) > engine.MaxTags {
+		return badField(field, "at most %d tags allowed, got %d", engine.MaxTags, len(tags))
 	}
 	// Sorted so that a body with several bad tags always names the same one.
 	keys := make([]string, 0, len(tags))
@@ -74,26 +57,26 @@ func checkTags(field string, tags map[string]string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		v := tags[k]
-		if len(k) > maxTagBytes {
-			return badField(field, "tag key %.32q... is longer than %d bytes", k, maxTagBytes)
+		if len(k) > engine.MaxTagLen {
+			return badField(field, "tag key %.32q... is longer than %d bytes", k, engine.MaxTagLen)
 		}
-		if len(v) > maxTagBytes {
-			return badField(field, "value of tag %q is longer than %d bytes", k, maxTagBytes)
+		if len(v) > engine.MaxTagLen {
+			return badField(field, "value of tag %q is longer than %d bytes", k, engine.MaxTagLen)
 		}
 	}
 	return nil
 }
 
 func checkKey(field, key string) error {
-	if len(key) > maxKeyBytes {
-		return badField(field, "key is longer than %d bytes", maxKeyBytes)
+	if len(key) > engine.MaxKeyLen {
+		return badField(field, "key is longer than %d bytes", engine.MaxKeyLen)
 	}
 	return nil
 }
 
 func checkDelay(field string, d *time.Duration) error {
-	if d != nil && *d > maxDelay {
-		return badField(field, "must be at most %s (10 years)", maxDelay)
+	if d != nil && *d > engine.MaxDelay {
+		return badField(field, "must be at most %s (10 years)", engine.MaxDelay)
 	}
 	return nil
 }

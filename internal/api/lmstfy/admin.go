@@ -101,7 +101,7 @@ func (s *Server) newToken(w http.ResponseWriter, r *http.Request, ns string) {
 		// lmstfy allows 255 bytes; chronoq namespaces have at most 64.
 		writeError(w, http.StatusBadRequest, "the namespace name was too long")
 		return
-	case !validName(ns, false):
+	case !validName(ns):
 		writeError(w, http.StatusBadRequest, "namespace name contains forbidden characters")
 		return
 	}

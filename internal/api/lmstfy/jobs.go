@@ -93,20 +93,30 @@ func (s *Server) withNamespace(ctx context.Context, ns string, fn func() error) 
 	return fn()
 }
 
-// PUT /api/:ns/:queue and PUT /api/:ns/:queue/job/:job_id (republish).
-func (s *Server) publish(w http.ResponseWriter, r *http.Request, p params) {
+// readPublish reads a publish's query parameters and a body of at most
+// limit bytes; ok false means the error is answered.
+func readPublish(w http.ResponseWriter, r *http.Request, limit int64) (pp publishParams, body []byte, ok bool) {
 	pp, msg := parsePublish(r.URL.Query())
 	if msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
-		return
+		return pp, nil, false
 	}
-	body, ok, err := readBody(w, r, s.opts.MaxPayload)
+	body, ok, err := readBody(w, r, limit)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "failed to read body")
-		return
+		return pp, nil, false
 	}
 	if !ok {
 		writeError(w, http.StatusRequestEntityTooLarge, "body too large")
+		return pp, nil, false
+	}
+	return pp, body, true
+}
+
+// PUT /api/:ns/:queue and PUT /api/:ns/:queue/job/:job_id (republish).
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, p params) {
+	pp, body, ok := readPublish(w, r, s.opts.MaxPayload)
+	if !ok {
 		return
 	}
 	attrs, msg := collectAttributes(r.Header)
@@ -120,7 +130,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, p params) {
 	// lmstfy deletes the old job before it even checks the parameters, so
 	// a bad republish loses the job; chronoq checks first and swaps the two
 	// jobs in one step.
-	err = s.withNamespace(ctx, p.ns, func() (err error) {
+	err := s.withNamespace(ctx, p.ns, func() (err error) {
 		if p.id != "" {
 			id, err = s.b.ReplaceJob(ctx, p.ns, p.q, p.id, req)
 			return err
@@ -147,18 +157,8 @@ func putRequest(body []byte, pp publishParams, attrs map[string]string) engine.P
 // PUT /api/:ns/:queue/bulk: a JSON array whose elements' JSON text become
 // the jobs' bodies. chronoq puts them all or none (lmstfy one by one).
 func (s *Server) publishBulk(w http.ResponseWriter, r *http.Request, p params) {
-	pp, msg := parsePublish(r.URL.Query())
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, msg)
-		return
-	}
-	body, ok, err := readBody(w, r, s.opts.MaxBody)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "failed to read body")
-		return
-	}
+	pp, body, ok := readPublish(w, r, s.opts.MaxBody)
 	if !ok {
-		writeError(w, http.StatusRequestEntityTooLarge, "body too large")
 		return
 	}
 	var jobs []json.RawMessage
@@ -191,7 +191,7 @@ func (s *Server) publishBulk(w http.ResponseWriter, r *http.Request, p params) {
 	}
 	var res []engine.PutResult
 	ctx := r.Context()
-	err = s.withNamespace(ctx, p.ns, func() (err error) {
+	err := s.withNamespace(ctx, p.ns, func() (err error) {
 		res, err = s.b.PutBatch(ctx, p.ns, p.q, reqs)
 		return err
 	})

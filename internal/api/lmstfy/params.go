@@ -23,15 +23,23 @@ const (
 	maxBulkJobs     = 64
 )
 
-// lmstfy's name rule is ^[-_[:alnum:]]+$ with ASCII alnum; chronoq's names
-// are a superset, with tighter lengths.
-func validName(s string, comma bool) bool {
-	if s == "" {
+// lmstfy's name rule is ^[-_[:alnum:]]+$ with ASCII alnum: the engine's
+// character set (engine.ValidNameChars) without the dot. So every name
+// lmstfy accepts is a chronoq name, and lmstfy refuses some that the other
+// protocols accept (those with a dot). The lengths are the engine's, checked
+// by the callers in lmstfy's order.
+func validName(s string) bool {
+	return s != "" && strings.IndexByte(s, '.') < 0 && engine.ValidNameChars(s, false)
+}
+
+// validNameList is lmstfy's rule for a consume's comma-separated queues:
+// empty entries are allowed (queueList drops them), the list is not.
+func validNameList(qs string) bool {
+	if qs == "" {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || comma && c == ',') {
+	for _, q := range strings.Split(qs, ",") {
+		if q != "" && !validName(q) {
 			return false
 		}
 	}
@@ -45,10 +53,10 @@ func checkNames(ns, q string) string {
 	if len(ns) > engine.MaxNSLen || len(q) > engine.MaxQueueNameLen {
 		return "namespace or queue name too long"
 	}
-	if !validName(ns, false) {
+	if !validName(ns) {
 		return "namespace name contains forbidden characters"
 	}
-	if strings.HasPrefix(q, "_") || !validName(q, false) {
+	if strings.HasPrefix(q, "_") || !validName(q) {
 		return "queue name contains forbidden characters"
 	}
 	return ""
@@ -58,10 +66,10 @@ func checkNames(ns, q string) string {
 // comma-separated list of queues. lmstfy checks no length there; chronoq's
 // limits are checked after its character rules.
 func checkConsumeNames(ns, qs string) string {
-	if !validName(ns, false) {
+	if !validName(ns) {
 		return "namespace name contains forbidden characters"
 	}
-	if !validName(qs, true) {
+	if !validNameList(qs) {
 		return "queue name contains forbidden characters"
 	}
 	if len(ns) > engine.MaxNSLen {
@@ -190,8 +198,8 @@ func seconds(n uint64) time.Duration { return time.Duration(n) * time.Second }
 // of its canonical header name, key and value cut at 256 bytes, at most 16.
 const (
 	attrPrefix    = "Job-Attr-"
-	maxAttrs      = 16
-	maxAttrKeyVal = 256
+	maxAttrs      = engine.MaxTags // attributes become tags
+	maxAttrKeyVal = engine.MaxTagLen
 )
 
 // collectAttributes answers the attributes of a publish (nil when none or

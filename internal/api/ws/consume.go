@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	httpapi "github.com/chronoq/chronoq/internal/api/http"
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
 )
 
@@ -99,7 +99,7 @@ func (c *conn) put(b *putBody) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"id": r.ID, "state": r.State.String(), "activate_at": r.ActivateAt.UTC().Format(timeLayout), "duplicate": r.Duplicate}, nil
+	return wireenc.Put(r), nil
 }
 
 // settle runs ack, nack, touch or bury. The answer is queued before the
@@ -334,7 +334,7 @@ func (k *consumer) deliver(jobs []engine.Job) {
 	}
 	k.mu.Unlock()
 	for i := range jobs {
-		k.c.push(map[string]any{"job": httpapi.JobObject(&jobs[i])}, false)
+		k.c.push(map[string]any{"job": wireenc.Job(&jobs[i])}, false)
 	}
 }
 

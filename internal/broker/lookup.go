@@ -1,0 +1,27 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
+
+// Looking at jobs without changing them, beyond Peek (api.go): by
+// sequence number (beanstalkd's job ids), by the head of one state, by
+// counting the urgent ones.
+
+// JobBySeq finds a job of ns by its sequence number (beanstalkd id).
+func (b *Broker) JobBySeq(ctx context.Context, ns string, seq uint64) (engine.Job, error) {
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.JobBySeq(now, ns, seq) })
+}
+
+// PeekState returns the head job of one state of a queue.
+func (b *Broker) PeekState(ctx context.Context, ns, q string, state engine.State) (engine.Job, error) {
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.PeekState(now, ns, q, state) })
+}
+
+// UrgentReady counts ready jobs with priority below threshold.
+func (b *Broker) UrgentReady(ctx context.Context, ns, q string, threshold uint32) (int, error) {
+	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.UrgentReady(now, ns, q, threshold) })
+}
