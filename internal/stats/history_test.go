@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -68,5 +69,48 @@ func TestResetCountersAndClockStepBack(t *testing.T) {
 	s, ok := h.Record(t0.Add(time.Second), engine.Stats{Put: 7})
 	if !ok || s.Put != 7 {
 		t.Fatalf("counters reset to 7: %+v, want put 7 (never negative)", s)
+	}
+}
+
+func TestCountingListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := Count(ln)
+	defer cl.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := cl.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	a, b := <-accepted, <-accepted
+	if cl.Open() != 2 {
+		t.Fatalf("open %d, want 2", cl.Open())
+	}
+	a.Close()
+	a.Close() // a second close counts once
+	if cl.Open() != 1 {
+		t.Fatalf("open %d after one close, want 1", cl.Open())
+	}
+	b.Close()
+	for _, c := range clients {
+		c.Close()
+	}
+	if cl.Open() != 0 {
+		t.Fatalf("open %d, want 0", cl.Open())
 	}
 }
