@@ -323,7 +323,7 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 // connections counts open connections by protocol for the dashboard.
 func (s *Server) connections() map[string]int64 {
 	out := map[string]int64{"http": int64(stats.GaugeValue(s.metrics.Connections("http"))),
-		"websocket_sse": s.rt.Stats().Connections}
+		"ws_sse": s.rt.Stats().Connections}
 	if s.bsConns != nil {
 		out["beanstalk"] = s.bsConns.Open()
 	}

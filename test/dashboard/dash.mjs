@@ -92,7 +92,9 @@ try {
   await page.waitForFunction((want) => Number(document.querySelector("#state-ready .v").innerText.replace(/[^\d]/g, "")) >= want, ready0 + 7, { timeout: 6000 });
   check(await page.evaluate(() => window.__marker) === 1, "the page reloaded");
   step("live counts", `${ready0} -> ${await numOf("#state-ready .v")}`);
-  await page.waitForTimeout(4000); // a few seconds of chart
+  // a few seconds of chart (longer when CHRONOQ_DASHBOARD_CHART_WAIT asks,
+  // for the screenshots of docs/dashboard.md)
+  await page.waitForTimeout(1000 * Number(process.env.CHRONOQ_DASHBOARD_CHART_WAIT || 4));
   await shot("overview");
   await page.emulateMedia({ colorScheme: "dark" });
   await goto("#/overview", "#state-ready .v");

@@ -164,26 +164,34 @@ func seed(a *api) {
 	a.must("POST", "/v1/ns/default/channels/news/publish", map[string]any{"data": map[string]any{"title": "<script>window.__pwned=4</script>"}}, nil)
 }
 
-// traffic keeps a little put/take/ack going so the rate charts have a
-// line: bounded in count and stopped by ctx.
+// traffic keeps a little put/take/ack going, in waves, so the rate charts
+// have a line: bounded in count and stopped by ctx.
 func traffic(ctx context.Context, a *api, wg *sync.WaitGroup) {
 	defer wg.Done()
 	q := "/v1/ns/default/queues/traffic/"
-	for i := 0; i < 600 && ctx.Err() == nil; i++ {
-		st, _ := a.call("POST", q+"jobs", map[string]any{"payload": i})
-		if st >= 300 {
+	for i := 0; i < 2000 && ctx.Err() == nil; i++ {
+		n := 1 + (i/20)%4*2 // 1, 3, 5, 7 jobs a round, changing every ~3 s
+		var batch []map[string]any
+		for j := range n {
+			batch = append(batch, map[string]any{"payload": map[string]any{"round": i, "job": j}})
+		}
+		if st, _ := a.call("POST", q+"jobs/batch", map[string]any{"jobs": batch}); st >= 300 {
 			return
 		}
-		if i%3 != 0 {
-			st, raw := a.call("POST", q+"take", map[string]any{"max": 1})
-			var took struct{ Jobs []struct{ ID, Receipt string } }
-			if st == 200 && json.Unmarshal(raw, &took) == nil && len(took.Jobs) == 1 {
-				a.call("POST", q+"jobs/"+took.Jobs[0].ID+"/ack", map[string]any{"receipt": took.Jobs[0].Receipt})
+		st, raw := a.call("POST", q+"take", map[string]any{"max": n})
+		var took struct{ Jobs []struct{ ID, Receipt string } }
+		if st == 200 && json.Unmarshal(raw, &took) == nil {
+			for k, j := range took.Jobs {
+				if k%4 == 3 { // every fourth fails once and comes back later
+					a.call("POST", q+"jobs/"+j.ID+"/nack", map[string]any{"receipt": j.Receipt, "error": "flaky"})
+					continue
+				}
+				a.call("POST", q+"jobs/"+j.ID+"/ack", map[string]any{"receipt": j.Receipt})
 			}
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Duration(80+(i%7)*40) * time.Millisecond):
+		case <-time.After(150 * time.Millisecond):
 		}
 	}
 }
@@ -226,7 +234,11 @@ func TestDashboard(t *testing.T) {
 	} else if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	limit := 90 * time.Second
+	if w, err := time.ParseDuration(os.Getenv("CHRONOQ_DASHBOARD_CHART_WAIT") + "s"); err == nil {
+		limit += w // screenshots for the docs wait for a longer chart
+	}
+	runCtx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, tl.node, filepath.Join(tl.dir, "dash.mjs"),
 		"--admin", "http://"+s.Addr(server.Admin), "--api", a.main, "--token", adminToken,

@@ -385,9 +385,17 @@ function chart(container, title, series, data) {
   const grid = { stroke: dark ? "#2d3640" : "#e6e9ee", width: 1 };
   const u = new uPlot({
     width: width(), height: 220,
-    series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, spanGaps: false, value: (_, v) => (v == null ? "–" : v.toFixed(s.digits ?? 1)) }))],
-    axes: [{ stroke: axisColor, grid }, { stroke: axisColor, grid, size: 55 }],
-    scales: { x: { time: true } },
+    series: [{ value: (_, t) => (t == null ? "–" : new Date(t * 1000).toLocaleTimeString()) },
+      ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, points: { show: false }, spanGaps: false, value: (_, v) => (v == null ? "–" : v.toFixed(s.digits ?? 1)) }))],
+    axes: [
+      { stroke: axisColor, grid, values: (u, splits) => {
+        const secs = u.scales.x.max - u.scales.x.min < 600 ? { second: "2-digit" } : {};
+        return splits.map((t) => new Date(t * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", ...secs }));
+      } },
+      { stroke: axisColor, grid, size: 55 },
+    ],
+    // at least the last minute, at most the 15 the server keeps
+    scales: { x: { time: true, range: (_, lo, hi) => { const now = Date.now() / 1000; return [Math.min(lo ?? now, now - 60), Math.max(hi ?? now, now)]; } }, y: { range: (_, lo, hi) => [0, hi > 0 ? hi * 1.15 : 1] } },
     legend: { live: true },
     cursor: { drag: { x: false, y: false } },
   }, data(), box);
@@ -421,7 +429,7 @@ pages.overview = async (q, cur) => {
       card("Uptime", duration(o.uptime_seconds), "since " + new Date(o.started_at).toLocaleString()),
       card("Version", o.version.split(" ")[0], o.version.split(" ").slice(1).join(" ")),
     );
-    states.replaceChildren(...STATES.map((s) => el("a", { class: "card state state-" + s, href: "#/queues", id: "state-" + s, style: null },
+    states.replaceChildren(...STATES.map((s) => el("a", { class: "card state state-" + s, href: "#/queues", id: "state-" + s },
       el("div", { class: "k" }, s), el("div", { class: "v" }, num(o.jobs[s])))));
   };
   render();
@@ -602,7 +610,7 @@ pages.jobs = async (q, cur) => {
   const render = () => {
     tabs.replaceChildren(...STATES.map((s) => el("a", { href: `#/jobs?ns=${enc(ns)}&q=${enc(queue)}&state=${s}`, class: s === state ? "active" : "", id: "tab-" + s }, `${s} (${num(counts[s])})`)));
     const n = selected.size;
-    bulk.replaceChildren(
+    bulk.replaceChildren(...[
       el("span", { class: "muted" }, `${n} selected`),
       state === "dead" ? el("button", { disabled: !n, id: "bulk-respawn", onclick: () => act(`Respawned ${n} job(s)`, () => api("POST", v1(ns, `/queues/${enc(queue)}/dead/respawn`), { ids: [...selected] })) }, "Respawn selected") : null,
       state === "delayed" ? el("button", { disabled: !n, onclick: () => act(`${n} job(s) made ready`, () => eachSelected((id) => api("PATCH", v1(ns, `/queues/${enc(queue)}/jobs/${enc(id)}`), { delay: "0s" }))) }, "Run selected now") : null,
@@ -616,7 +624,7 @@ pages.jobs = async (q, cur) => {
       state === "dead" ? el("button", { class: "danger", disabled: !counts.dead, onclick: async () => {
         if (await confirmAction({ title: `Delete all ${num(counts.dead)} dead jobs of ${queue}?`, word: queue, ok: "Delete all dead" })) act("Deleted all dead jobs", () => api("DELETE", v1(ns, `/queues/${enc(queue)}/dead`)));
       } }, "Delete all dead") : null,
-    );
+    ].filter(Boolean));
     const all = el("input", { type: "checkbox", "aria-label": "Select all on this page", checked: jobs.length > 0 && jobs.every((j) => selected.has(j.id)),
       onchange: (ev) => { for (const j of jobs) ev.target.checked ? selected.add(j.id) : selected.delete(j.id); render(); } });
     const timeCol = state === "delayed" ? ["Runs", "activate_at"] : state === "reserved" ? ["Reserved until", "reserved_until"] : ["Created", "created_at"];
@@ -747,7 +755,7 @@ pages.scheduled = async (q) => {
   const spans = { hour: 3600, day: 86400, week: 7 * 86400 };
   const span = spans[range] || 86400;
   v.append(el("h1", {}, "Scheduled"), el("div", { class: "toolbar" }, select,
-    el("div", { class: "tabs", style: null }, Object.keys(spans).map((r) => el("a", { href: `#/scheduled?ns=${enc(ns)}&range=${r}`, class: r === range ? "active" : "" }, "next " + r)))));
+    el("div", { class: "tabs" }, Object.keys(spans).map((r) => el("a", { href: `#/scheduled?ns=${enc(ns)}&range=${r}`, class: r === range ? "active" : "" }, "next " + r)))));
   const tl = el("div", { class: "timeline", id: "timeline" });
   const list = el("table", { id: "upcoming" });
   v.append(tl, el("h2", {}, "Next activations"), list);
