@@ -179,7 +179,9 @@ func traffic(ctx context.Context, a *api, wg *sync.WaitGroup) {
 			return
 		}
 		st, raw := a.call("POST", q+"take", map[string]any{"max": n})
-		var took struct{ Jobs []struct{ ID, Receipt string } }
+		var took struct {
+			Jobs []struct{ ID, Receipt string }
+		}
 		if st == 200 && json.Unmarshal(raw, &took) == nil {
 			for k, j := range took.Jobs {
 				if k%4 == 3 { // every fourth fails once and comes back later
