@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"net/http"
 	"strings"
 	"sync"
@@ -265,5 +266,27 @@ func TestStatsAndStream(t *testing.T) {
 	<-ended
 	if strings.Contains(log.String(), "listener shutdown") {
 		t.Errorf("an open stats stream held the listener's shutdown:\n%s", log.String())
+	}
+}
+
+// TestRoutesDocumented: the routes this package adds are in
+// docs/openapi.yaml and docs/api.md (internal/api/http's OpenAPI test
+// leaves them to this one).
+func TestRoutesDocumented(t *testing.T) {
+	oa, err := os.ReadFile("../../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile("../../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/admin/stats", "/admin/stats/stream", "/ui/", "/ui/api/v1/ns/{ns}/queue-stats", "/ui/api/v1/ns/{ns}/channels"} {
+		if !strings.Contains(string(oa), "\n  "+p+":\n    servers:\n      - url: http://127.0.0.1:7778\n") {
+			t.Errorf("docs/openapi.yaml lacks %s on the admin listener", p)
+		}
+		if !strings.Contains(string(md), "`GET "+p) {
+			t.Errorf("docs/api.md lacks GET %s", p)
+		}
 	}
 }
