@@ -118,6 +118,27 @@ try {
   await call("POST", "/v1/ns/default/queues/scratch/jobs", { payload: "one more" });
   await page.waitForFunction(() => document.querySelector('#queues tr[data-queue="scratch"] td:nth-child(2)').innerText.trim() === "13", null, { timeout: 6000 });
   await shot("queues");
+  // pause from the page, then edit the config: a bad value is refused by
+  // the API's own validation and changes nothing, a good one is saved
+  await page.click('#queues tr[data-queue="emails"] button:has-text("Pause")');
+  await page.locator('#queues tr[data-queue="emails"] .badge.paused').waitFor();
+  check((await call("GET", "/v1/ns/default/queues/emails")).body.paused === true, "pause from the page did not pause");
+  await page.click('#queues tr[data-queue="emails"] button:has-text("Resume")');
+  await page.locator('#queues tr[data-queue="emails"] .badge:not(.paused)').waitFor();
+  const editConfig = async (fn) => {
+    await page.click('#queues tr[data-queue="emails"] button:has-text("Config")');
+    await page.locator("#editor[open]").waitFor();
+    const cfg = JSON.parse(await page.inputValue("#editor-text"));
+    fn(cfg);
+    await page.fill("#editor-text", JSON.stringify(cfg));
+    await page.click("#editor-ok");
+  };
+  await editConfig((c) => { c.default_ttr = "banana"; });
+  await page.locator("#toast .err", { hasText: "default_ttr" }).waitFor();
+  check((await call("GET", "/v1/ns/default/queues/emails")).body.config.default_ttr === "30s", "a refused config changed the queue");
+  await editConfig((c) => { c.default_tries = 7; });
+  await page.locator("#toast div", { hasText: "Saved the configuration" }).waitFor();
+  check((await call("GET", "/v1/ns/default/queues/emails")).body.config.default_tries === 7, "config edit not saved");
   step("queues");
 
   // ---- purge asks for a typed confirmation
