@@ -45,7 +45,10 @@ page.setDefaultTimeout(8000);
 page.on("console", (m) => process.stderr.write(`console.${m.type()}: ${m.text()}\n`));
 page.on("pageerror", (e) => process.stderr.write(`pageerror: ${(e && e.stack) || e}\n`));
 page.on("dialog", (d) => d.accept("dashboard test"));
-const shot = (name) => page.screenshot({ path: path.join(out, name + ".png"), fullPage: true });
+const shot = async (name) => {
+  await page.evaluate(() => document.getElementById("toast").replaceChildren()); // earlier steps' notices
+  await page.screenshot({ path: path.join(out, name + ".png"), fullPage: true });
+};
 const text = (sel) => page.locator(sel).first().innerText();
 const numOf = async (sel) => Number((await text(sel)).replace(/[^\d]/g, ""));
 const goto = async (hash, ready) => {
