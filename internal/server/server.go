@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -150,6 +151,9 @@ type Server struct {
 	ui      *ui.UI         // the dashboard (/ui/ on the admin listener)
 	hist    *stats.History // its rate history, fed by the broker
 	bsConns *stats.CountingListener
+	// httpOpen counts the HTTP listeners' open connections, as the
+	// chronoq_connections{protocol="http"} gauge does, for the dashboard.
+	httpOpen atomic.Int64
 
 	lns   map[string]net.Listener // bound in New, served by Run
 	https map[string]*http.Server
@@ -322,7 +326,7 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 
 // connections counts open connections by protocol for the dashboard.
 func (s *Server) connections() map[string]int64 {
-	out := map[string]int64{"http": int64(stats.GaugeValue(s.metrics.Connections("http"))),
+	out := map[string]int64{"http": s.httpOpen.Load(),
 		"ws_sse": s.rt.Stats().Connections}
 	if s.bsConns != nil {
 		out["beanstalk"] = s.bsConns.Open()
@@ -386,8 +390,10 @@ func (s *Server) listen() error {
 				switch st {
 				case http.StateNew:
 					httpConns.Inc()
+					s.httpOpen.Add(1)
 				case http.StateClosed, http.StateHijacked:
 					httpConns.Dec()
+					s.httpOpen.Add(-1)
 				}
 			},
 		}

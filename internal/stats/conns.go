@@ -4,9 +4,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // CountingListener counts the open connections it accepted, for protocols
@@ -41,13 +38,4 @@ type countedConn struct {
 func (c *countedConn) Close() error {
 	c.once.Do(func() { c.l.open.Add(-1) })
 	return c.Conn.Close()
-}
-
-// GaugeValue reads a Prometheus gauge's current value.
-func GaugeValue(g prometheus.Gauge) float64 {
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		return 0
-	}
-	return m.GetGauge().GetValue()
 }
