@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -198,11 +199,23 @@ func TestStatsAndStream(t *testing.T) {
 		do(t, "POST", main+"/v1/ns/default/queues/a/jobs", admin, nil, `{"payload":1}`)
 	}
 	do(t, "POST", main+"/v1/ns/default/queues/b/jobs", admin, nil, `{"payload":1,"delay":"1h"}`)
+	bs, err := net.Dial("tcp", s.Addr(server.Beanstalk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	if _, err := bs.Write([]byte("list-tubes\r\n")); err != nil { // answered once accepted
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(bs).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
 	var ov struct {
-		Queues int
-		Jobs   map[string]int
-		Totals map[string]int
-		WAL    struct{ Bytes int64 }
+		Queues      int
+		Jobs        map[string]int
+		Totals      map[string]int
+		Connections map[string]int
+		WAL         struct{ Bytes int64 }
 	}
 	// the overview is cached for up to an interval: wait for a fresh one
 	deadline := time.Now().Add(5 * time.Second)
@@ -211,12 +224,13 @@ func TestStatsAndStream(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &ov); err != nil {
 			t.Fatal(err)
 		}
-		if ov.Jobs["ready"] == 3 || time.Now().After(deadline) {
+		if ov.Jobs["ready"] == 3 && ov.Connections["beanstalk"] == 1 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if ov.Queues != 2 || ov.Jobs["ready"] != 3 || ov.Jobs["delayed"] != 1 || ov.Totals["put"] != 4 || ov.WAL.Bytes == 0 {
+	if ov.Queues != 2 || ov.Jobs["ready"] != 3 || ov.Jobs["delayed"] != 1 || ov.Totals["put"] != 4 || ov.WAL.Bytes == 0 ||
+		ov.Connections["beanstalk"] != 1 || ov.Connections["http"] < 1 {
 		t.Errorf("overview %+v", ov)
 	}
 	if r, _ := do(t, "GET", adm+"/admin/stats?window=nonsense", admin, nil, ""); r.StatusCode != 400 {
