@@ -304,3 +304,47 @@ func TestRoutesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestChannelList: live channels in name order with their positions,
+// paged by name; another namespace's channels are not listed.
+func TestChannelList(t *testing.T) {
+	_, main, adm := start(t, admin)
+	for _, c := range []string{"default/b", "default/a", "default/a", "default/c", "other/a"} {
+		ns, ch, _ := strings.Cut(c, "/")
+		if ns == "other" {
+			do(t, "POST", adm+"/admin/namespaces", admin, nil, `{"name":"other"}`)
+		}
+		if r, body := do(t, "POST", main+"/v1/ns/"+ns+"/channels/"+ch+"/publish", admin, nil, `{"data":1}`); r.StatusCode != 200 {
+			t.Fatalf("publish %s: %d %s", c, r.StatusCode, body)
+		}
+	}
+	type page struct {
+		Channels []struct {
+			Channel     string
+			Offset      int
+			Subscribers int
+			History     int
+		}
+		NextCursor string `json:"next_cursor"`
+	}
+	var p page
+	_, body := do(t, "GET", adm+"/ui/api/v1/ns/default/channels?limit=2", admin, nil, "")
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Channels) != 2 || p.Channels[0].Channel != "a" || p.Channels[0].Offset != 2 || p.Channels[0].History != 2 ||
+		p.Channels[1].Channel != "b" || p.NextCursor != "b" {
+		t.Fatalf("first page %s", body)
+	}
+	_, body = do(t, "GET", adm+"/ui/api/v1/ns/default/channels?limit=2&cursor=b", admin, nil, "")
+	p = page{}
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Channels) != 1 || p.Channels[0].Channel != "c" || p.NextCursor != "" {
+		t.Fatalf("second page %s", body)
+	}
+	if r, _ := do(t, "GET", adm+"/ui/api/v1/ns/default/channels?limit=0", admin, nil, ""); r.StatusCode != 400 {
+		t.Errorf("limit=0: %d, want 400", r.StatusCode)
+	}
+}
