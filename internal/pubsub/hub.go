@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -612,4 +614,39 @@ func (c *channel) since(since uint64, epoch string, limit int) ([]*Publication, 
 		out = append(out, c.ring.at(i))
 	}
 	return out, true
+}
+
+// ChannelInfo describes one live channel (the dashboard's channel list).
+type ChannelInfo struct {
+	Namespace, Channel string
+	Offset             uint64
+	Epoch              string
+	Subscribers        int
+	History            int // publications held
+}
+
+// List answers up to limit live channels of namespace ns in name order,
+// starting after the name after ("" from the first); more says whether
+// others follow. It walks every channel, like Stats: for the admin
+// listener, not hot paths.
+func (h *Hub) List(ns, after string, limit int) (list []ChannelInfo, more bool) {
+	h.mu.RLock()
+	chans := make([]*channel, 0)
+	for k, c := range h.chans {
+		if k.ns == ns && k.ch > after {
+			chans = append(chans, c)
+		}
+	}
+	h.mu.RUnlock()
+	slices.SortFunc(chans, func(a, b *channel) int { return strings.Compare(a.name, b.name) })
+	if len(chans) > limit {
+		chans, more = chans[:limit], true
+	}
+	for _, c := range chans {
+		c.mu.Lock()
+		list = append(list, ChannelInfo{Namespace: c.ns, Channel: c.name, Offset: c.offset, Epoch: c.epoch,
+			Subscribers: len(c.subs), History: c.ring.len()})
+		c.mu.Unlock()
+	}
+	return list, more
 }

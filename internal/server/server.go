@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -27,10 +28,12 @@ import (
 	httpapi "github.com/chronoq/chronoq/internal/api/http"
 	"github.com/chronoq/chronoq/internal/api/httpkit"
 	lmstfyapi "github.com/chronoq/chronoq/internal/api/lmstfy"
+	"github.com/chronoq/chronoq/internal/api/ui"
 	rtws "github.com/chronoq/chronoq/internal/api/ws"
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/metrics"
+	"github.com/chronoq/chronoq/internal/stats"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -145,6 +148,12 @@ type Server struct {
 	lm      *lmstfyapi.Server
 	rt      *rtws.Server
 	bs      *beanstalk.Server
+	ui      *ui.UI         // the dashboard (/ui/ on the admin listener)
+	hist    *stats.History // its rate history, fed by the broker
+	bsConns *stats.CountingListener
+	// httpOpen counts the HTTP listeners' open connections, as the
+	// chronoq_connections{protocol="http"} gauge does, for the dashboard.
+	httpOpen atomic.Int64
 
 	lns   map[string]net.Listener // bound in New, served by Run
 	https map[string]*http.Server
@@ -192,11 +201,18 @@ func New(cfg Config) (s *Server, err error) {
 		ForceRecovery: cfg.ForceRecovery, Logger: lg}
 	var b *broker.Broker
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
-	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: m, Clock: cfg.Clock})
+	s.hist = stats.New(0)
+	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
 	s.b, s.metrics = b, m
+	built := s // s is nil once an error is returned
+	defer func() {
+		if err != nil && built.ui != nil {
+			built.ui.Close()
+		}
+	}()
 	lns := s.lns
 	defer func() {
 		if err != nil {
@@ -299,6 +315,13 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 		}
 		s.bs = beanstalk.New(backend, bo)
 	}
+	s.ui = ui.New(ui.Options{
+		API: s.api.Main(),
+		Auth: httpkit.Auth{AdminToken: cfg.AdminToken, RequireAuth: requireAuth, HasTokens: b.HasTokens,
+			TokenNamespace: b.TokenNamespace, Failures: s.api.Failures()},
+		Source: b, History: s.hist, Channels: b.Channels().List, DataDir: cfg.DataDir, Logger: lg,
+		Connections: s.connections,
+	})
 	return nil
 }
 
@@ -309,6 +332,16 @@ func (s *Server) beanstalkPanics() int64 {
 		return 0
 	}
 	return s.bs.Panics()
+}
+
+// connections counts open connections by protocol for the dashboard.
+func (s *Server) connections() map[string]int64 {
+	out := map[string]int64{"http": s.httpOpen.Load(),
+		"ws_sse": s.rt.Stats().Connections}
+	if s.bsConns != nil {
+		out["beanstalk"] = s.bsConns.Open()
+	}
+	return out
 }
 
 // MainHandler is the route table of the HTTP listener: the native API,
@@ -329,6 +362,9 @@ func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.api.Admin())
 	mux.Handle("POST /admin/disconnect", s.rt.AdminHandler())
+	for _, p := range []string{"/ui/", "GET /ui", "GET /admin/stats", "GET /admin/stats/stream"} {
+		mux.Handle(p, s.ui.Handler())
+	}
 	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
 		mux.Handle(p, s.lm.Admin())
 	}
@@ -364,8 +400,10 @@ func (s *Server) listen() error {
 				switch st {
 				case http.StateNew:
 					httpConns.Inc()
+					s.httpOpen.Add(1)
 				case http.StateClosed, http.StateHijacked:
 					httpConns.Dec()
+					s.httpOpen.Add(-1)
 				}
 			},
 		}
@@ -384,9 +422,14 @@ func (s *Server) listen() error {
 	}
 	if s.cfg.BeanstalkListener != nil {
 		s.lns[Beanstalk] = s.cfg.BeanstalkListener
-		return nil
+	} else if err := bind(Beanstalk, s.cfg.BeanstalkAddr); err != nil {
+		return err
 	}
-	return bind(Beanstalk, s.cfg.BeanstalkAddr)
+	if ln, ok := s.lns[Beanstalk]; ok {
+		s.bsConns = stats.Count(ln)
+		s.lns[Beanstalk] = s.bsConns
+	}
+	return nil
 }
 
 // Addr is the bound address of a listener (HTTP, Admin or Beanstalk),
@@ -457,6 +500,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.once.Do(func() {
 		close(s.stopping)
+		s.ui.Close() // ends the dashboard's streams, which would hold the admin listener open
 		if s.bs != nil {
 			if err := s.bs.Close(); err != nil {
 				s.lg.Warn("beanstalk listener shutdown", "err", err)

@@ -43,8 +43,15 @@ func TestDeadlineSoonNotEarly(t *testing.T) {
 					}
 					for i, c := range cs {
 						c.expect("DEADLINE_SOON\r\n")
-						if d := time.Since(saw[i]); d < time.Second {
-							t.Errorf("%s: DEADLINE_SOON %v after %q with TTR 2s, want at least 1s", s.name, d, answer)
+						// The original's own timer has been seen firing
+						// 20 µs short of the second on a loaded machine;
+						// chronoq is held to the bound exactly.
+						bound := time.Second
+						if !s.chronoq() {
+							bound -= 5 * time.Millisecond
+						}
+						if d := time.Since(saw[i]); d < bound {
+							t.Errorf("%s: DEADLINE_SOON %v after %q with TTR 2s, want at least %v", s.name, d, answer, bound)
 						}
 					}
 				}
