@@ -82,6 +82,9 @@ type Config struct {
 	JWT              rtws.JWTOptions
 	ConnectRate      float64 // new WebSocket/SSE connections per second
 
+	// TLS puts listeners behind TLS (internal/server/tls.go).
+	TLS TLSConfig
+
 	// Beanstalk holds the beanstalkd protocol's own options (chronoq
 	// beanstalkd sets its -z, -s and version); Logger defaults to Logger.
 	Beanstalk beanstalk.Options
@@ -148,6 +151,7 @@ type Server struct {
 
 	lns   map[string]net.Listener // bound in New, served by Run
 	https map[string]*http.Server
+	certs map[string]*certSource // TLS listeners (tls.go)
 
 	errc     chan error    // a listener failed while serving
 	stopping chan struct{} // closed by Shutdown: Run returns
@@ -186,6 +190,10 @@ func New(cfg Config) (s *Server, err error) {
 	if cfg.BeanstalkListener == nil && cfg.BeanstalkAddr != "" && !IsLoopback(cfg.BeanstalkAddr) && !cfg.BeanstalkPublic {
 		return nil, fmt.Errorf("refusing to serve the beanstalkd protocol on %s: it has no authentication; "+
 			"listen on 127.0.0.1 or pass --beanstalk-public to accept that anyone who can reach the port can use the default namespace", cfg.BeanstalkAddr)
+	}
+
+	if err := s.setupTLS(); err != nil {
+		return nil, err
 	}
 
 	walOpts := wal.Options{Sync: cfg.Sync, SyncInterval: cfg.SyncInterval, SegmentSize: cfg.SegmentSize,
@@ -347,7 +355,7 @@ func (s *Server) listen() error {
 		if s.cfg.MaxConnections > 0 {
 			ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 		}
-		s.lns[name] = ln
+		s.lns[name] = s.wrapTLS(name, ln)
 		return nil
 	}
 	httpConns := s.metrics.Connections("http")
@@ -383,7 +391,7 @@ func (s *Server) listen() error {
 		s.https[Admin] = newHTTP(s.AdminHandler())
 	}
 	if s.cfg.BeanstalkListener != nil {
-		s.lns[Beanstalk] = s.cfg.BeanstalkListener
+		s.lns[Beanstalk] = s.wrapTLS(Beanstalk, s.cfg.BeanstalkListener)
 		return nil
 	}
 	return bind(Beanstalk, s.cfg.BeanstalkAddr)
