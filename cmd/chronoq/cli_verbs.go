@@ -71,7 +71,7 @@ const (
 // cliConn holds the connection flags every verb shares.
 type cliConn struct {
 	url, adminURL, token, ns, caFile string
-	json                     bool
+	json                             bool
 }
 
 // cliCmd is one verb's flag set plus the text of its --help.

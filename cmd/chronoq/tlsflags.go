@@ -19,7 +19,7 @@ func tlsFlags(fs *flag.FlagSet, t *server.TLSConfig) {
 	fs.StringVar(&t.ClientCA, "tls-client-ca", "", "PEM CA bundle: clients must present a certificate it signed (mutual TLS)")
 	for _, l := range []struct {
 		prefix, what string
-		f        *server.TLSFiles
+		f            *server.TLSFiles
 	}{{"http", "the HTTP listener (also WebSocket/SSE)", &t.HTTP}, {"admin", "the admin listener", &t.Admin}, {"beanstalk", "the beanstalkd listener", &t.BeanstalkFiles}} {
 		fs.StringVar(&l.f.Cert, l.prefix+"-tls-cert", "", "certificate for "+l.what+" (overrides --tls-cert)")
 		fs.StringVar(&l.f.Key, l.prefix+"-tls-key", "", "private key for "+l.what+" (overrides --tls-key)")

@@ -310,7 +310,6 @@ func peerSerial(t *testing.T, addr string, ca *testCA) *big.Int {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber
 }
 
-
 // TestTLSStillNeedsTokens: TLS does not replace authentication; protected
 // mode refuses a non-loopback listener without tokens, TLS or not.
 func TestTLSStillNeedsTokens(t *testing.T) {
