@@ -20,6 +20,13 @@ type snapshotter struct {
 	lastErr time.Time
 	sealing chan error // the background commit of a finished snapshot
 	started time.Time
+
+	// Online backups (backup.go): want waits for the next snapshot to be
+	// complete, taking for the commit of the one just complete at cut.
+	want, taking []backupWaiter
+	cut          wal.Position
+	cutJobs      int
+	bk           backups
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
@@ -33,7 +40,13 @@ const (
 func (s *snapshotter) init(b *Broker, _ wal.RecoveryReport) { s.last = b.now() }
 
 func (s *snapshotter) due(b *Broker, now time.Time) bool {
-	if s.iter != nil || s.sealing != nil || b.failed.Load() != nil || now.Sub(s.lastErr) < time.Minute {
+	if s.iter != nil || s.sealing != nil || b.failed.Load() != nil {
+		return false
+	}
+	if len(s.want) > 0 {
+		return true
+	}
+	if now.Sub(s.lastErr) < time.Minute {
 		return false
 	}
 	w := b.sink.written
@@ -59,6 +72,7 @@ func (s *snapshotter) step(b *Broker) {
 		if err := s.begin(b); err != nil {
 			s.lastErr = now
 			b.lg.Error("snapshot: cannot start", "err", err)
+			s.failBackups(err)
 			return
 		}
 	}
@@ -66,6 +80,8 @@ func (s *snapshotter) step(b *Broker) {
 	for time.Since(start) < snapTurnBudget {
 		ent := s.iter.Next(snapChunk)
 		if ent == nil {
+			s.cut, s.cutJobs = b.log.End(), b.eng.Jobs()
+			s.taking, s.want = append(s.taking, s.want...), nil
 			w := s.w
 			s.iter, s.w = nil, nil
 			s.sealing = make(chan error, 1)
@@ -98,9 +114,11 @@ func (s *snapshotter) abort(b *Broker, err error) {
 	s.w.Abort()
 	s.iter, s.w = nil, nil
 	s.lastErr = b.now()
+	s.failBackups(err)
 }
 
 func (s *snapshotter) finish(b *Broker, err error) {
+	s.backupsTaken(b, err)
 	if err != nil {
 		b.lg.Error("snapshot: commit failed", "err", err)
 		s.lastErr = b.now()
@@ -123,6 +141,9 @@ func (s *snapshotter) dropSegments(b *Broker) {
 		return
 	}
 	cover := snaps[len(snaps)-1].Pos.Segment
+	if pin, ok := s.bk.minPin(); ok && pin < cover {
+		cover = pin
+	}
 	live := b.eng.LiveBytes()
 	upto := uint32(0)
 	for _, seg := range b.log.Segments() {
@@ -140,7 +161,9 @@ func (s *snapshotter) dropSegments(b *Broker) {
 
 // final writes a complete snapshot synchronously (clean shutdown).
 func (s *snapshotter) final(b *Broker, _ time.Time) error {
+	s.failBackups(errClosed)
 	if s.sealing != nil {
+		s.backupsTaken(b, errClosed) // no copy of a log that is closing
 		s.finish(b, <-s.sealing)
 		s.sealing = nil
 	}
