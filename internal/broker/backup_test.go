@@ -64,6 +64,10 @@ func takeBackup(t *testing.T, b *Broker, dir string) *BackupManifest {
 // acked before the request is there; no job put after the backup finished
 // is there; and the live job count is the manifest's.
 func TestBackupUnderLoad(t *testing.T) {
+	// one small chunk per loop turn: the snapshot spans many turns with
+	// writes and acks in between, which is what the cut must get right
+	defer func(c int, d time.Duration) { snapChunk, snapTurnBudget = c, d }(snapChunk, snapTurnBudget)
+	snapChunk, snapTurnBudget = 64, 0
 	dir := t.TempDir()
 	// small segments and snapshots so regular snapshots and segment drops
 	// run while the backup copies
@@ -83,6 +87,21 @@ func TestBackupUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	led.add(led.put, old.ID)
+	// enough jobs that the backup's snapshot spans many loop turns with
+	// writes in between (snapshotter.go's budget per turn)
+	batch := make([]engine.PutRequest, 1000)
+	for i := range batch {
+		batch[i] = engine.PutRequest{Payload: []byte("preloaded")}
+	}
+	for range 10 {
+		res, err := b.PutBatch(ctx, "default", "pre", batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			led.add(led.put, r.ID)
+		}
+	}
 
 	var wg sync.WaitGroup
 	var maxLat [2]time.Duration
@@ -108,12 +127,12 @@ func TestBackupUnderLoad(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			jobs, err := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 5}, 0)
+			jobs, err := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q", "pre"}, Max: 5}, 0)
 			if err != nil {
 				return
 			}
 			for _, j := range jobs {
-				if _, err := b.Ack(ctx, "default", "q", j.ID, engine.AckRequest{Receipt: j.Receipt}); err != nil {
+				if _, err := b.Ack(ctx, "default", j.Queue, j.ID, engine.AckRequest{Receipt: j.Receipt}); err != nil {
 					return
 				}
 				led.add(led.acked, j.ID)
@@ -154,6 +173,9 @@ func TestBackupUnderLoad(t *testing.T) {
 	}
 	present := func(id string) bool {
 		_, err := r.Peek(context.Background(), "default", "q", id)
+		if err != nil {
+			_, err = r.Peek(context.Background(), "default", "pre", id)
+		}
 		return err == nil
 	}
 	led.mu.Lock()
