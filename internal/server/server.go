@@ -337,6 +337,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.api.Admin())
 	mux.Handle("POST /admin/disconnect", s.rt.AdminHandler())
+	mux.Handle("POST /admin/backup", s.backupHandler())
 	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
 		mux.Handle(p, s.lm.Admin())
 	}
