@@ -91,6 +91,9 @@ type Config struct {
 
 	// Logger receives every component's log; default slog.Default().
 	Logger *slog.Logger
+	// AuditLogger, when set, receives the audit lines of admin changes
+	// (audit.go) instead of Logger.
+	AuditLogger *slog.Logger
 	// Clock replaces time.Now in the broker and the APIs (tests).
 	Clock func() time.Time
 
@@ -327,7 +330,7 @@ func (s *Server) MainHandler() http.Handler {
 	mux.Handle("/api/", s.lm.Main())
 	mux.Handle("GET /v1/ws", s.rt.Handler())
 	mux.Handle("GET /v1/sse", s.rt.Handler())
-	return mux
+	return s.audited(mux, mainAuditRules)
 }
 
 // AdminHandler is the route table of the admin listener: the native admin
@@ -341,7 +344,7 @@ func (s *Server) AdminHandler() http.Handler {
 	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
 		mux.Handle(p, s.lm.Admin())
 	}
-	return mux
+	return s.audited(mux, adminAuditRules)
 }
 
 func (s *Server) listen() error {
