@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -38,6 +39,9 @@ func TestBackupMeasure(t *testing.T) {
 	for i := range batch {
 		batch[i] = engine.PutRequest{Payload: payload}
 	}
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
 	start := time.Now()
 	for put := 0; put < n; put += len(batch) {
 		if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
@@ -45,6 +49,10 @@ func TestBackupMeasure(t *testing.T) {
 		}
 	}
 	t.Logf("filled %d jobs in %s", n, time.Since(start).Round(time.Millisecond))
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	t.Logf("memory: %d bytes of heap per job (Go heap in use after GC), log %d bytes per job",
+		(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/int64(n), dirSize(t, filepath.Join(dir, "wal"))/int64(n))
 
 	probe := func(stop <-chan struct{}) []time.Duration {
 		var lat []time.Duration
@@ -106,7 +114,8 @@ func TestBackupMeasure(t *testing.T) {
 			size += f.Size
 		}
 	})
-	t.Logf("backup of %d jobs: %s total (snapshot %s), %d MiB", n, took.Round(time.Millisecond), snapTook.Round(time.Millisecond), size>>20)
+	t.Logf("backup of %d jobs: %s total (snapshot %s), %d MiB (snapshot %d bytes per job)", n, took.Round(time.Millisecond), snapTook.Round(time.Millisecond), size>>20,
+		dirSize(t, filepath.Join(dir, "snap"))/int64(n))
 	t.Logf("put latency without backup: %s", summary(base))
 	t.Logf("put latency during backup:  %s", summary(during))
 }
