@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/chronoq/chronoq/client"
 	"github.com/chronoq/chronoq/internal/server"
 )
@@ -344,5 +346,40 @@ func TestTLSConfigErrors(t *testing.T) {
 	cfg.TLS.Beanstalk = true
 	if _, err := server.New(cfg); err == nil || !strings.Contains(err.Error(), "--beanstalk-tls") {
 		t.Fatalf("--beanstalk-tls without certificate: %v", err)
+	}
+}
+
+// TestTLSWebSocketAndSSE: WebSocket (wss://) and SSE ride on the HTTP
+// listener's TLS; a browser's https:// Origin is its own origin there.
+func TestTLSWebSocketAndSSE(t *testing.T) {
+	ca := newCA(t)
+	cfg, _, _ := tlsSetup(t, ca)
+	s := start(t, cfg)
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: caPool(ca)}, HandshakeTimeout: 5 * time.Second}
+	h := http.Header{"Origin": {"https://" + s.Addr(server.HTTP)}}
+	c, resp, err := d.Dial("wss://"+s.Addr(server.HTTP)+"/v1/ws", h)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("wss dial: %v (status %d)", err, status)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"connect":{}}`))
+	_, msg, err := c.ReadMessage()
+	if err != nil || !strings.Contains(string(msg), `"result"`) {
+		t.Fatalf("connect over wss: %s %v", msg, err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(ca)}}, Timeout: 5 * time.Second}
+	req, _ := http.NewRequest("GET", "https://"+s.Addr(server.HTTP)+"/v1/sse?channels=default/news", nil)
+	sse, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("SSE over TLS: %v", err)
+	}
+	sse.Body.Close()
+	if sse.StatusCode != 200 || !strings.HasPrefix(sse.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("SSE over TLS: %d %s", sse.StatusCode, sse.Header.Get("Content-Type"))
 	}
 }
