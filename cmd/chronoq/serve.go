@@ -115,7 +115,7 @@ func serve(args []string) error {
 	}
 	for _, name := range []string{server.HTTP, server.Admin, server.Beanstalk} {
 		if addr := s.Addr(name); addr != "" {
-			lg.Info("listening", "listener", name, "addr", addr)
+			lg.Info("listening", "listener", name, "addr", addr, "tls", s.TLSEnabled(name))
 		}
 	}
 	sig := make(chan os.Signal, 1)
