@@ -62,6 +62,7 @@ type Client struct {
 	timeout time.Duration
 	retries int
 	backoff time.Duration
+	optErr  error // an option that failed (WithCAFile): every call returns it
 }
 
 // Option configures a Client.
@@ -184,6 +185,9 @@ func (r *response) decode(v any) error {
 
 // do runs req with retries and decodes a successful answer into out.
 func (c *Client) do(ctx context.Context, req request, out any) (*response, error) {
+	if c.optErr != nil {
+		return nil, c.optErr
+	}
 	var body []byte
 	if req.body != nil {
 		var err error

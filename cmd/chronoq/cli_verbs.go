@@ -70,8 +70,8 @@ const (
 
 // cliConn holds the connection flags every verb shares.
 type cliConn struct {
-	url, adminURL, token, ns string
-	json                     bool
+	url, adminURL, token, ns, caFile string
+	json                             bool
 }
 
 // cliCmd is one verb's flag set plus the text of its --help.
@@ -101,6 +101,7 @@ func newCLICmd(name, synopsis, desc, example string) *cliCmd {
 	c.fs.StringVar(&c.conn.url, "url", "", "server URL (CHRONOQ_URL, default "+cliDefaultURL+")")
 	c.fs.StringVar(&c.conn.adminURL, "admin-url", "", "admin listener URL (CHRONOQ_ADMIN_URL, default "+cliDefaultAdminURL+")")
 	c.fs.StringVar(&c.conn.token, "token", "", "bearer token (CHRONOQ_TOKEN)")
+	c.fs.StringVar(&c.conn.caFile, "ca-file", "", "PEM file of the CA that signed the server's certificate, for https:// URLs (CHRONOQ_CA_FILE)")
 	c.fs.StringVar(&c.conn.ns, "ns", "", "namespace (CHRONOQ_NS, default \"default\")")
 	c.fs.BoolVar(&c.conn.json, "json", false, "print JSON (the server's answer shape) instead of text")
 	c.fs.Usage = func() { c.usage(c.fs.Output()) }
@@ -176,6 +177,7 @@ func (c *cliCmd) client() *client.Client {
 		client.WithAdminURL(cliEnv(c.conn.adminURL, "CHRONOQ_ADMIN_URL", cliDefaultAdminURL)),
 		client.WithToken(cliEnv(c.conn.token, "CHRONOQ_TOKEN", "")),
 		client.WithNamespace(cliEnv(c.conn.ns, "CHRONOQ_NS", client.DefaultNamespace)),
+		client.WithCAFile(cliEnv(c.conn.caFile, "CHRONOQ_CA_FILE", "")),
 	)
 }
 

@@ -14,6 +14,8 @@ Usage:
   chronoq serve [flags]          run the server (see: chronoq serve --help)
   chronoq wal verify DIR         check every record of a data directory's log
   chronoq wal dump DIR           print the log's records, one per line
+  chronoq backup DIR             online backup of a running server (see: chronoq backup --help)
+  chronoq restore BACKUP DATA    verify a backup and lay it out as a data directory
   chronoq beanstalkd [flags]     a drop-in for the beanstalkd binary (see: chronoq beanstalkd -h)
   chronoq bench [flags]          load-test a running chronoq (peers and plots: cmd/chronoq-bench)
   chronoq help                   this text
@@ -33,6 +35,10 @@ func main() {
 		err = serve(os.Args[2:])
 	case "wal":
 		err = walCmd(os.Args[2:])
+	case "backup":
+		err = cliBackup(os.Args[2:])
+	case "restore":
+		err = restoreCmd(os.Args[2:])
 	case "beanstalkd":
 		err = beanstalkdCmd(os.Args[2:])
 	case "bench":

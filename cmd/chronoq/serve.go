@@ -38,6 +38,7 @@ type serveConfig struct {
 	jwtIssuer       string
 	jwtAudience     string
 	connectRate     float64
+	tls             server.TLSConfig
 }
 
 func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
@@ -63,6 +64,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss claim of JWTs (empty: not checked)")
 	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud claim of JWTs (empty: not checked)")
 	fs.Float64Var(&c.connectRate, "connect-rate", d.ConnectRate, "new WebSocket/SSE connections accepted per second (burst twice that); the rest get 503 with Retry-After")
+	tlsFlags(fs, &c.tls)
 	cfg := fs.String("config", "", "file of \"name = value\" settings (flags and CHRONOQ_* variables take precedence)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: chronoq serve [flags]\n\nRuns the server. Example:\n  chronoq serve --data /var/lib/chronoq --sync always\n\nFlags (each also CHRONOQ_<NAME>):\n")
@@ -113,7 +115,7 @@ func serve(args []string) error {
 	}
 	for _, name := range []string{server.HTTP, server.Admin, server.Beanstalk} {
 		if addr := s.Addr(name); addr != "" {
-			lg.Info("listening", "listener", name, "addr", addr)
+			lg.Info("listening", "listener", name, "addr", addr, "tls", s.TLSEnabled(name))
 		}
 	}
 	sig := make(chan os.Signal, 1)
@@ -124,6 +126,7 @@ func serve(args []string) error {
 		lg.Info("shutting down", "signal", s.String())
 		cancel()
 	}()
+	reloadOnHUP(ctx, s, lg)
 	runErr := s.Run(ctx)
 	if runErr != nil {
 		lg.Error("listener failed, shutting down", "err", runErr)
@@ -145,7 +148,7 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 		ForceRecovery: c.forceRecovery, AdminToken: c.adminToken, MaxPayload: c.maxPayload,
 		MaxConnections: c.maxConnections, MetricsMaxQueues: c.metricsQueues, ConnectRate: c.connectRate,
 		JWT:    rtws.JWTOptions{HMACSecret: []byte(c.jwtSecret), Issuer: c.jwtIssuer, Audience: c.jwtAudience},
-		Logger: lg,
+		Logger: lg, TLS: c.tls,
 	}
 	switch c.sync {
 	case "always":

@@ -14,7 +14,9 @@ import (
 const walUsage = `Usage:
   chronoq wal verify DIR   check every segment header and record CRC of DIR's log
                            (DIR is the data directory or its wal/ folder);
-                           exits 1 when corruption is found
+                           exits 1 when corruption is found. A backup
+                           directory (chronoq backup) is checked whole:
+                           manifest checksums, snapshot and log
   chronoq wal dump DIR     print one line per record: segment, offset, length, contents
 
 Example:
@@ -30,6 +32,14 @@ func walCmd(args []string) error {
 		return errors.New("wal: want a verb (verify, dump) and a directory")
 	}
 	dir := args[1]
+	if _, err := os.Stat(filepath.Join(dir, broker.BackupManifestName)); err == nil && args[0] == "verify" {
+		m, err := broker.VerifyBackup(dir, os.Stdout)
+		if err != nil {
+			return fmt.Errorf("wal verify: backup %s: %w", dir, err)
+		}
+		fmt.Printf("backup %s: OK: %d files match the manifest, %d jobs at cut %s\n", dir, len(m.Files), m.Jobs, m.Cut)
+		return nil
+	}
 	if st, err := os.Stat(filepath.Join(dir, "wal")); err == nil && st.IsDir() {
 		dir = filepath.Join(dir, "wal")
 	}

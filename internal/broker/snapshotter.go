@@ -20,12 +20,20 @@ type snapshotter struct {
 	lastErr time.Time
 	sealing chan error // the background commit of a finished snapshot
 	started time.Time
+
+	// Online backups (backup.go): want waits for the next snapshot to be
+	// complete, taking for the commit of the one just complete at cut.
+	want, taking []backupWaiter
+	cut          wal.Position
+	cutJobs      int
+	bk           backups
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
 // server holding millions of jobs spreads the export over many turns and
 // requests never wait behind more than about the budget.
-const (
+// (Variables so tests can spread a small snapshot over many turns.)
+var (
 	snapChunk      = 1024
 	snapTurnBudget = 2 * time.Millisecond
 )
@@ -33,7 +41,13 @@ const (
 func (s *snapshotter) init(b *Broker, _ wal.RecoveryReport) { s.last = b.now() }
 
 func (s *snapshotter) due(b *Broker, now time.Time) bool {
-	if s.iter != nil || s.sealing != nil || b.failed.Load() != nil || now.Sub(s.lastErr) < time.Minute {
+	if s.iter != nil || s.sealing != nil || b.failed.Load() != nil {
+		return false
+	}
+	if len(s.want) > 0 {
+		return true
+	}
+	if now.Sub(s.lastErr) < time.Minute {
 		return false
 	}
 	w := b.sink.written
@@ -59,13 +73,16 @@ func (s *snapshotter) step(b *Broker) {
 		if err := s.begin(b); err != nil {
 			s.lastErr = now
 			b.lg.Error("snapshot: cannot start", "err", err)
+			s.failBackups(err)
 			return
 		}
 	}
 	start := time.Now()
-	for time.Since(start) < snapTurnBudget {
+	for chunk := 0; chunk == 0 || time.Since(start) < snapTurnBudget; chunk++ {
 		ent := s.iter.Next(snapChunk)
 		if ent == nil {
+			s.cut, s.cutJobs = b.log.End(), b.eng.Jobs()
+			s.taking, s.want = append(s.taking, s.want...), nil
 			w := s.w
 			s.iter, s.w = nil, nil
 			s.sealing = make(chan error, 1)
@@ -98,9 +115,11 @@ func (s *snapshotter) abort(b *Broker, err error) {
 	s.w.Abort()
 	s.iter, s.w = nil, nil
 	s.lastErr = b.now()
+	s.failBackups(err)
 }
 
 func (s *snapshotter) finish(b *Broker, err error) {
+	s.backupsTaken(b, err)
 	if err != nil {
 		b.lg.Error("snapshot: commit failed", "err", err)
 		s.lastErr = b.now()
@@ -123,6 +142,9 @@ func (s *snapshotter) dropSegments(b *Broker) {
 		return
 	}
 	cover := snaps[len(snaps)-1].Pos.Segment
+	if pin, ok := s.bk.minPin(); ok && pin < cover {
+		cover = pin
+	}
 	live := b.eng.LiveBytes()
 	upto := uint32(0)
 	for _, seg := range b.log.Segments() {
@@ -140,7 +162,9 @@ func (s *snapshotter) dropSegments(b *Broker) {
 
 // final writes a complete snapshot synchronously (clean shutdown).
 func (s *snapshotter) final(b *Broker, _ time.Time) error {
+	s.failBackups(errClosed)
 	if s.sealing != nil {
+		s.backupsTaken(b, errClosed) // no copy of a log that is closing
 		s.finish(b, <-s.sealing)
 		s.sealing = nil
 	}

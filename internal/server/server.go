@@ -85,12 +85,18 @@ type Config struct {
 	JWT              rtws.JWTOptions
 	ConnectRate      float64 // new WebSocket/SSE connections per second
 
+	// TLS puts listeners behind TLS (internal/server/tls.go).
+	TLS TLSConfig
+
 	// Beanstalk holds the beanstalkd protocol's own options (chronoq
 	// beanstalkd sets its -z, -s and version); Logger defaults to Logger.
 	Beanstalk beanstalk.Options
 
 	// Logger receives every component's log; default slog.Default().
 	Logger *slog.Logger
+	// AuditLogger, when set, receives the audit lines of admin changes
+	// (audit.go) instead of Logger.
+	AuditLogger *slog.Logger
 	// Clock replaces time.Now in the broker and the APIs (tests).
 	Clock func() time.Time
 
@@ -157,6 +163,7 @@ type Server struct {
 
 	lns   map[string]net.Listener // bound in New, served by Run
 	https map[string]*http.Server
+	certs map[string]*certSource // TLS listeners (tls.go)
 
 	errc     chan error    // a listener failed while serving
 	stopping chan struct{} // closed by Shutdown: Run returns
@@ -195,6 +202,10 @@ func New(cfg Config) (s *Server, err error) {
 	if cfg.BeanstalkListener == nil && cfg.BeanstalkAddr != "" && !IsLoopback(cfg.BeanstalkAddr) && !cfg.BeanstalkPublic {
 		return nil, fmt.Errorf("refusing to serve the beanstalkd protocol on %s: it has no authentication; "+
 			"listen on 127.0.0.1 or pass --beanstalk-public to accept that anyone who can reach the port can use the default namespace", cfg.BeanstalkAddr)
+	}
+
+	if err := s.setupTLS(); err != nil {
+		return nil, err
 	}
 
 	walOpts := wal.Options{Sync: cfg.Sync, SyncInterval: cfg.SyncInterval, SegmentSize: cfg.SegmentSize,
@@ -352,7 +363,7 @@ func (s *Server) MainHandler() http.Handler {
 	mux.Handle("/api/", s.lm.Main())
 	mux.Handle("GET /v1/ws", s.rt.Handler())
 	mux.Handle("GET /v1/sse", s.rt.Handler())
-	return mux
+	return s.audited(mux, mainAuditRules)
 }
 
 // AdminHandler is the route table of the admin listener: the native admin
@@ -365,10 +376,11 @@ func (s *Server) AdminHandler() http.Handler {
 	for _, p := range []string{"/ui/", "GET /ui", "GET /admin/stats", "GET /admin/stats/stream"} {
 		mux.Handle(p, s.ui.Handler())
 	}
+	mux.Handle("POST /admin/backup", s.backupHandler())
 	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
 		mux.Handle(p, s.lm.Admin())
 	}
-	return mux
+	return s.audited(mux, append(dashboardAuditRules(), adminAuditRules...))
 }
 
 func (s *Server) listen() error {
@@ -383,7 +395,7 @@ func (s *Server) listen() error {
 		if s.cfg.MaxConnections > 0 {
 			ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 		}
-		s.lns[name] = ln
+		s.lns[name] = s.wrapTLS(name, ln)
 		return nil
 	}
 	httpConns := s.metrics.Connections("http")
@@ -421,7 +433,7 @@ func (s *Server) listen() error {
 		s.https[Admin] = newHTTP(s.AdminHandler())
 	}
 	if s.cfg.BeanstalkListener != nil {
-		s.lns[Beanstalk] = s.cfg.BeanstalkListener
+		s.lns[Beanstalk] = s.wrapTLS(Beanstalk, s.cfg.BeanstalkListener)
 	} else if err := bind(Beanstalk, s.cfg.BeanstalkAddr); err != nil {
 		return err
 	}
