@@ -46,6 +46,11 @@ type Config struct {
 	DelayMax time.Duration
 	Label    string // reported as "target" instead of Target (e.g. beanstalkd-nobinlog)
 	Token    string // chronoq namespace token, if the server requires one
+	// ServerPID is the server process whose CPU time is measured; 0 finds
+	// it by the listening port of the target's address (this host only).
+	ServerPID int
+	// NoServerCPU skips the server CPU measurement.
+	NoServerCPU bool
 
 	// Progress, when set, gets a live "\r"-rewritten status line.
 	Progress io.Writer
@@ -68,6 +73,13 @@ type Result struct {
 	P99MS      float64 `json:"p99_ms"`
 	MaxMS      float64 `json:"max_ms"`
 	Errors     int64   `json:"errors"`
+	// The server process's CPU time (user + system) over the run, absent
+	// when it could not be read (ServerCPUError says why). Per op is per
+	// iteration: a put, a whole put → take → ack cycle, one delivery.
+	ServerCPUS       float64 `json:"server_cpu_s,omitempty"`
+	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	OpsPerServerCPUS float64 `json:"ops_per_server_cpu_s,omitempty"`
+	ServerCPUError   string  `json:"server_cpu_error,omitempty"`
 }
 
 // ErrUnsupported marks a scenario a target cannot run; the report shows
@@ -119,6 +131,7 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 
 	r := &runner{cfg: cfg, caps: caps}
 	recs := make([]*Recorder, cfg.Conns)
+	r.meterStart(tgt)
 	start := time.Now()
 	r.deadline = start.Add(cfg.Duration)
 	stopProgress := r.progress(start)
@@ -141,6 +154,7 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r.meterStop()
 	stopProgress()
 
 	rec := &Recorder{}
@@ -165,6 +179,7 @@ func (r *runner) finish(ctx context.Context, tgt Target, elapsed time.Duration, 
 		res.Target = cfg.Label
 	}
 	res.JobsPerSec = round3(float64(res.Jobs) / elapsed.Seconds())
+	r.cpuInto(&res)
 	s := rec.Summary()
 	res.P50MS, res.P90MS, res.P99MS, res.MaxMS = ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max)
 	if res.Jobs == 0 {
@@ -210,6 +225,37 @@ type runner struct {
 	jobs     atomic.Int64
 	errs     atomic.Int64
 	firstErr atomic.Pointer[error]
+
+	meter  *cpuMeter
+	cpu    time.Duration
+	cpuErr error
+}
+
+func (r *runner) meterStart(tgt Target) {
+	if !r.cfg.NoServerCPU {
+		r.meter = newCPUMeter(r.cfg.ServerPID, tgt.Addr())
+	}
+}
+
+func (r *runner) meterStop() {
+	if r.meter != nil {
+		r.cpu, r.cpuErr = r.meter.stop()
+	}
+}
+
+// cpuInto reports the server CPU measured between meterStart and meterStop.
+func (r *runner) cpuInto(res *Result) {
+	switch {
+	case r.meter == nil:
+	case r.cpuErr != nil:
+		res.ServerCPUError = r.cpuErr.Error()
+	case res.Jobs > 0:
+		res.ServerCPUS = round3(r.cpu.Seconds())
+		res.ServerCPUUsPerOp = round3(float64(r.cpu.Microseconds()) / float64(res.Jobs))
+		if r.cpu > 0 {
+			res.OpsPerServerCPUS = round3(float64(res.Jobs) / r.cpu.Seconds())
+		}
+	}
 }
 
 // maxConsecutiveErrors stops a worker whose target keeps failing, so a
@@ -418,6 +464,7 @@ func runFanout(ctx context.Context, cfg Config, tgt Target, ft FanoutTarget) (Re
 	for i := range payload {
 		payload[i] = 'x'
 	}
+	r.meterStart(tgt)
 	start := time.Now()
 	r.deadline = start.Add(cfg.Duration)
 	stopProgress := r.progress(start)
@@ -442,6 +489,7 @@ func runFanout(ctx context.Context, cfg Config, tgt Target, ft FanoutTarget) (Re
 		fail = waitFor(published, takeWait)
 	}
 	elapsed := time.Since(start)
+	r.meterStop()
 	stopProgress()
 	closeSubs()
 	subs = nil

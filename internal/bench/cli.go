@@ -15,7 +15,8 @@ const cliUsage = `Usage:
 %[2]s
 Drives a queue server with --conns connections (one worker each) for
 --duration and prints a summary table (with --json: exactly one JSON
-object) of throughput and latency percentiles. On a terminal a live
+object) of throughput, latency percentiles and the server process's CPU
+time per operation (server_cpu_us_per_op, from /proc/<pid>/stat). On a terminal a live
 progress line is shown on stderr.
 
 Scenarios:
@@ -64,6 +65,8 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.BoolVar(&jsonOut, "json", false, "print exactly one JSON object instead of the table")
 	fs.StringVar(&cfg.Label, "label", "", "name reported as the target (e.g. beanstalkd-nobinlog)")
 	fs.StringVar(&cfg.Token, "token", os.Getenv("CHRONOQ_TOKEN"), "chronoq namespace token, when the server requires one (env CHRONOQ_TOKEN)")
+	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "the server's process id, whose CPU time per operation is reported (default: the process listening on --addr's port, when on this host)")
+	fs.BoolVar(&cfg.NoServerCPU, "no-server-cpu", false, "do not measure the server's CPU time")
 	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), cliUsage, prog, plotLine, plotText)

@@ -163,6 +163,10 @@ func TestSmokeChronoq(t *testing.T) {
 			if c.scenario != "delayed" && res.P50MS <= 0 {
 				t.Fatalf("latency p50 %v", res.P50MS)
 			}
+			// the server runs in this process, which listens on the port
+			if res.ServerCPUError != "" || res.ServerCPUS <= 0 || res.ServerCPUUsPerOp <= 0 || res.OpsPerServerCPUS <= 0 {
+				t.Fatalf("server cpu not measured: %+v", res)
+			}
 			if res.DurationS < c.dur.Seconds() || res.JobsPerSec <= 0 {
 				t.Fatalf("duration %v, rate %v", res.DurationS, res.JobsPerSec)
 			}
