@@ -10,11 +10,11 @@
 # <date>.load.txt has the load average at the start of every repetition
 # (the machine may be shared: read the medians next to it).
 #
-# Knobs (environment): DURATION (5s) CONNS ("8 64") REPS (3) PAYLOAD (100)
 # Every result carries server_cpu_us_per_op: the CPU time (user + system)
 # the server process spent per operation, read by chronoq-bench from
 # /proc/<pid>/stat of the process listening on the target's port.
 #
+# Knobs (environment): DURATION (5s) CONNS ("8 64") REPS (3) PAYLOAD (100)
 # SCENARIOS ("put lifecycle"; empty: none) TARGETS (see below, default: all
 # that are up) DELAYED_TARGETS ("chronoq-http chronoq-ws chronoq-beanstalk
 # beanstalkd-nobinlog redis"; empty: skip the delayed runs) DELAYED_CONNS (64)
