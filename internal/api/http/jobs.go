@@ -87,19 +87,48 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, t target) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeAck(body, q, s.lim)
+	req, take, err := decodeAckTake(body, q, s.lim)
 	if err != nil {
 		return err
+	}
+	if take != nil {
+		res, jobs, err := s.b.AckAndTake(r.Context(), ns, q, id, req, take.req, take.wait)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, wire.AckTakeAnswer{
+			AckAnswer: wire.AckAnswer{ID: res.ID, State: res.State, NextID: res.NextID},
+			Jobs:      wireenc.Jobs(jobs),
+		})
+		return nil
 	}
 	res, err := s.b.Ack(r.Context(), ns, q, id, req)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		ID     string `json:"id"`
-		State  string `json:"state"`
-		NextID string `json:"next_id,omitempty"`
-	}{res.ID, res.State, res.NextID})
+	writeJSON(w, http.StatusOK, wire.AckAnswer{ID: res.ID, State: res.State, NextID: res.NextID})
+	return nil
+}
+
+// ackBatch acknowledges many reservations of one queue, all or none.
+func (s *Server) ackBatch(w http.ResponseWriter, r *http.Request, t target) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	items, err := decodeAckBatch(body)
+	if err != nil {
+		return err
+	}
+	res, err := s.b.AckBatch(r.Context(), t.ns, t.q, items)
+	if err != nil {
+		return err
+	}
+	out := make([]wire.AckAnswer, len(res))
+	for i, a := range res {
+		out[i] = wire.AckAnswer{ID: a.ID, State: a.State}
+	}
+	writeJSON(w, http.StatusOK, wire.AckBatchAnswer{Acks: out})
 	return nil
 }
 

@@ -164,6 +164,7 @@ func (s *Server) registerMain() {
 	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs/{id}/bury", scopeNamespace, s.bury)
 	m.handle("GET /v1/ns/{ns}/queues/{q}/jobs/{id}/result", scopeNamespace, s.result)
 	m.handle("POST /v1/ns/{ns}/queues/{q}/take", scopeNamespace, s.take)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/ack", scopeNamespace, s.ackBatch)
 	m.handle("POST /v1/ns/{ns}/take", scopeNamespace, s.take)
 	m.handle("POST /v1/ns/{ns}/queues/{q}/call", scopeNamespace, s.call)
 	m.handle("POST /v1/ns/{ns}/queues/{q}/dead/respawn", scopeNamespace, s.respawn)
