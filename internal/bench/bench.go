@@ -51,6 +51,10 @@ type Config struct {
 	ServerPID int
 	// NoServerCPU skips the server CPU measurement.
 	NoServerCPU bool
+	// ThreeRequests makes the lifecycle scenario put, take and ack in three
+	// requests even where the target can ack and take the next job in one
+	// (AckTaker).
+	ThreeRequests bool
 
 	// Progress, when set, gets a live "\r"-rewritten status line.
 	Progress io.Writer
@@ -73,6 +77,9 @@ type Result struct {
 	P99MS      float64 `json:"p99_ms"`
 	MaxMS      float64 `json:"max_ms"`
 	Errors     int64   `json:"errors"`
+	// Variant says how the scenario ran when a target can run it more than
+	// one way: "ack+take" (lifecycle: the ack takes the next job).
+	Variant string `json:"variant,omitempty"`
 	// The server process's CPU time (user + system) over the run, absent
 	// when it could not be read (ServerCPUError says why). Per op is per
 	// iteration: a put, a whole put → take → ack cycle, one delivery.
@@ -130,6 +137,9 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	}
 
 	r := &runner{cfg: cfg, caps: caps}
+	if cfg.Scenario == "lifecycle" && !cfg.ThreeRequests {
+		_, r.ackTake = conns[0].(AckTaker)
+	}
 	recs := make([]*Recorder, cfg.Conns)
 	r.meterStart(tgt)
 	start := time.Now()
@@ -179,6 +189,9 @@ func (r *runner) finish(ctx context.Context, tgt Target, elapsed time.Duration, 
 		res.Target = cfg.Label
 	}
 	res.JobsPerSec = round3(float64(res.Jobs) / elapsed.Seconds())
+	if r.ackTake {
+		res.Variant = "ack+take"
+	}
 	r.cpuInto(&res)
 	s := rec.Summary()
 	res.P50MS, res.P90MS, res.P99MS, res.MaxMS = ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max)
@@ -225,6 +238,7 @@ type runner struct {
 	jobs     atomic.Int64
 	errs     atomic.Int64
 	firstErr atomic.Pointer[error]
+	ackTake  bool // lifecycle through AckTaker
 
 	meter  *cpuMeter
 	cpu    time.Duration
@@ -272,17 +286,28 @@ func (r *runner) worker(ctx context.Context, c Conn, rec *Recorder, seed uint64)
 		payload = append(payload, make([]byte, stampLen-len(payload))...)
 	}
 	consecutive := 0
+	var held *Job // ack+take lifecycle: the job the last ack took
+	defer func() {
+		if held != nil { // the last taken job is acked outside the clock
+			if err := c.Ack(ctx, *held); err != nil {
+				r.errs.Add(1)
+				r.firstErr.CompareAndSwap(nil, &err)
+			}
+		}
+	}()
 	for ctx.Err() == nil && time.Now().Before(r.deadline) {
 		var err error
 		var sample time.Duration
-		switch r.cfg.Scenario {
-		case "put":
+		switch {
+		case r.cfg.Scenario == "put":
 			t0 := time.Now()
 			err = c.Put(ctx, payload, 0)
 			sample = time.Since(t0)
-		case "lifecycle":
+		case r.cfg.Scenario == "lifecycle" && r.ackTake:
+			sample, err = r.lifecycleAckTake(ctx, c.(AckTaker), c, payload, &held)
+		case r.cfg.Scenario == "lifecycle":
 			sample, err = r.lifecycle(ctx, c, payload)
-		case "delayed":
+		case r.cfg.Scenario == "delayed":
 			sample, err = r.delayed(ctx, c, payload, rng)
 		}
 		if err != nil {
@@ -319,6 +344,33 @@ func (r *runner) lifecycle(ctx context.Context, c Conn, payload []byte) (time.Du
 	if err := c.Ack(ctx, j); err != nil {
 		return 0, fmt.Errorf("ack: %w", err)
 	}
+	return time.Since(t0), nil
+}
+
+// lifecycleAckTake is the lifecycle in two requests: put, then ack the
+// job held from the previous iteration and take the next in one request
+// (the first iteration takes with a plain take). Each iteration is still
+// one put, one take and one ack; the job taken last is acked after the
+// run.
+func (r *runner) lifecycleAckTake(ctx context.Context, at AckTaker, c Conn, payload []byte, held **Job) (time.Duration, error) {
+	t0 := time.Now()
+	if err := c.Put(ctx, payload, 0); err != nil {
+		return 0, fmt.Errorf("put: %w", err)
+	}
+	var j Job
+	var err error
+	if *held == nil {
+		if j, err = c.Take(ctx, takeWait); err != nil {
+			return 0, fmt.Errorf("take: %w", err)
+		}
+	} else {
+		prev := **held
+		*held = nil
+		if j, err = at.AckTake(ctx, prev, takeWait); err != nil {
+			return 0, fmt.Errorf("ack+take: %w", err)
+		}
+	}
+	*held = &j
 	return time.Since(t0), nil
 }
 
