@@ -32,7 +32,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, t target) error {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, wireenc.Put(res))
+	writeEncoded(w, status, func(b []byte) []byte { return wireenc.AppendPut(b, res) })
 	return nil
 }
 
@@ -77,7 +77,7 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request, t target) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: wireenc.Jobs(jobs)})
+	writeEncoded(w, http.StatusOK, func(b []byte) []byte { return wireenc.AppendJobPage(b, jobs) })
 	return nil
 }
 
@@ -96,17 +96,14 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, t target) error {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, wire.AckTakeAnswer{
-			AckAnswer: wire.AckAnswer{ID: res.ID, State: res.State, NextID: res.NextID},
-			Jobs:      wireenc.Jobs(jobs),
-		})
+		writeEncoded(w, http.StatusOK, func(b []byte) []byte { return wireenc.AppendAck(b, res, true, jobs) })
 		return nil
 	}
 	res, err := s.b.Ack(r.Context(), ns, q, id, req)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.AckAnswer{ID: res.ID, State: res.State, NextID: res.NextID})
+	writeEncoded(w, http.StatusOK, func(b []byte) []byte { return wireenc.AppendAck(b, res, false, nil) })
 	return nil
 }
 
