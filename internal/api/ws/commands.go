@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
@@ -56,9 +57,11 @@ func decodeCommand(frame []byte) (command, error) {
 	if len(frame) == 0 || frame[0] != '{' || !json.Valid(frame) {
 		return cmd, badRequest("a command is a JSON object: {\"id\":1,\"<op>\":{...}}")
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return cmd, badRequest("invalid command: %v", err)
+	m, ok := wireenc.SplitObject(frame) // without reflection: every command comes here
+	if !ok {
+		if err := json.Unmarshal(frame, &m); err != nil {
+			return cmd, badRequest("invalid command: %v", err)
+		}
 	}
 	rawID, ok := m["id"]
 	if !ok {
