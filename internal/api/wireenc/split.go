@@ -3,12 +3,11 @@ package wireenc
 import "encoding/json"
 
 // SplitObject cuts a JSON object into its members as json.Unmarshal into a
-// map[string]json.RawMessage would (the last of a repeated name wins),
-// without reflection: every HTTP request body and WebSocket command goes
-// through here. It answers
-// false for anything it does not take apart itself (a name with escapes or
-// non-ASCII bytes, or text that is not a well-formed object), and the
-// caller then uses json.Unmarshal, for its decoding and its errors.
+// map[string]json.RawMessage would, without reflection: every HTTP request
+// body and WebSocket command goes through here. It answers false for
+// anything it does not take apart itself (a name with escapes or non-ASCII
+// bytes, a name given twice, or text that is not a well-formed object),
+// and the caller then uses json.Unmarshal, for its decoding and its errors.
 func SplitObject(raw []byte) (map[string]json.RawMessage, bool) {
 	if len(raw) < 2 || raw[0] != '{' {
 		return nil, false
@@ -27,6 +26,9 @@ func SplitObject(raw []byte) (map[string]json.RawMessage, bool) {
 			return nil, false
 		}
 		key := string(raw[i+1 : end-1])
+		if _, dup := m[key]; dup {
+			return nil, false // strict decoders see every occurrence: theirs to judge
+		}
 		i = skipJSONSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {
 			return nil, false
