@@ -10,6 +10,10 @@
 # <date>.load.txt has the load average at the start of every repetition
 # (the machine may be shared: read the medians next to it).
 #
+# Every result carries server_cpu_us_per_op: the CPU time (user + system)
+# the server process spent per operation, read by chronoq-bench from
+# /proc/<pid>/stat of the process listening on the target's port.
+#
 # Knobs (environment): DURATION (5s) CONNS ("8 64") REPS (3) PAYLOAD (100)
 # SCENARIOS ("put lifecycle"; empty: none) TARGETS (see below, default: all
 # that are up) DELAYED_TARGETS ("chronoq-http chronoq-ws chronoq-beanstalk
@@ -40,6 +44,7 @@ CQ_HTTP=127.0.0.1:17777 CQ_ADMIN=127.0.0.1:17778 CQ_BEANSTALK=127.0.0.1:11320
 # label=target@addr of every target the matrix knows
 declare -A SPEC=(
 	[chronoq-http]=chronoq-http@$CQ_HTTP
+	[chronoq-http-3req]=chronoq-http@$CQ_HTTP
 	[chronoq-ws]=chronoq-ws@$CQ_HTTP
 	[chronoq-beanstalk]=chronoq-beanstalk@$CQ_BEANSTALK
 	[beanstalkd]=beanstalkd@127.0.0.1:${BEANSTALKD_PORT:-11310}
@@ -48,7 +53,13 @@ declare -A SPEC=(
 	[nats]=nats@127.0.0.1:${NATS_PORT:-14222}
 	[rabbitmq]=rabbitmq@127.0.0.1:${RABBITMQ_PORT:-15673}
 )
-ORDER="chronoq-http chronoq-ws chronoq-beanstalk beanstalkd beanstalkd-nobinlog redis nats rabbitmq"
+# chronoq-http's lifecycle acks and takes the next job in one request (two
+# requests per cycle); chronoq-http-3req is the same server driven with
+# put, take and ack as three requests.
+# extra flags of a label, and the scenarios it runs (default: all)
+declare -A FLAGS=([chronoq-http-3req]=--three-requests)
+declare -A ONLY=([chronoq-http-3req]=lifecycle)
+ORDER="chronoq-http chronoq-http-3req chronoq-ws chronoq-beanstalk beanstalkd beanstalkd-nobinlog redis nats rabbitmq"
 PEERS=${PEERS:-beanstalkd beanstalkd-mem redis nats rabbitmq}
 
 mkdir -p bench/results "$BENCH_DIR"
@@ -101,9 +112,11 @@ run() {
 	local label=$1 sc=$2 n=$3 dur=$4
 	shift 4
 	local spec=${SPEC[$label]} out err
+	[[ -z ${ONLY[$label]:-} || " ${ONLY[$label]} " == *" $sc "* ]] || return 0
 	err=$(mktemp)
+	# shellcheck disable=SC2086 # FLAGS holds words
 	if out=$("$BIN" --target "${spec%@*}" --addr "${spec#*@}" --label "$label" --scenario "$sc" \
-		--conns "$n" --duration "$dur" --payload "$PAYLOAD" --json --cdf "${OUT%.json}.cdf.jsonl" "$@" 2>"$err"); then
+		--conns "$n" --duration "$dur" --payload "$PAYLOAD" --json --cdf "${OUT%.json}.cdf.jsonl" ${FLAGS[$label]:-} "$@" 2>"$err"); then
 		echo "$out" >>"$LINES"
 		echo "  $out" >&2
 	else

@@ -334,7 +334,7 @@ func TestAckNackTouchBury(t *testing.T) {
 		t.Errorf("ack: %s %s", r.Method, r.Path)
 	}
 	jsonEqual(t, "ack", r.Body, `{"receipt":"R1","result":{"sent":true},"next":{"queue":"audit","payload":{"sent":"a@b.c"},"delay":"1s"}}`)
-	if *res != (AckResult{ID: "J1", State: "deleted", NextID: "N1"}) {
+	if res.ID != "J1" || res.State != "deleted" || res.NextID != "N1" || res.Jobs != nil {
 		t.Errorf("ack answer %+v", res)
 	}
 	if _, err := c.Ack(ctx, "emails", "J1", "R1", &AckOptions{Reschedule: &Reschedule{Delay: time.Hour}}); err != nil {
@@ -881,5 +881,46 @@ func TestTimeoutCoversLongPoll(t *testing.T) {
 	}
 	if _, err := c.Take(ctx, "q", TakeOptions{}); err == nil {
 		t.Error("take without wait under a 1ns timeout: no error")
+	}
+}
+
+func TestAckTakeAndBatch(t *testing.T) {
+	f := newFake(t, func(r *recorded) (int, string) {
+		if strings.HasSuffix(r.Path, "/queues/emails/ack") {
+			return 200, `{"acks":[{"id":"J1","state":"deleted"},{"id":"J2","state":"completed"}]}`
+		}
+		return 200, `{"id":"J1","state":"deleted","jobs":[{"id":"J2","queue":"emails","state":"reserved","payload":{"n":2},"receipt":"R2","ttr":"30s"}]}`
+	})
+	c := f.client()
+	res, err := c.Ack(ctx, "emails", "J1", "R1", &AckOptions{Take: &TakeOptions{TTR: time.Minute, Wait: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, "ack+take", f.last().Body, `{"receipt":"R1","take":{"ttr":"1m0s","wait":"5s"}}`)
+	if res.State != "deleted" || len(res.Jobs) != 1 || res.Jobs[0].ID != "J2" || res.Jobs[0].Receipt != "R2" || string(res.Jobs[0].Payload) != `{"n":2}` {
+		t.Fatalf("ack+take answer %+v", res)
+	}
+	if _, err := c.Ack(ctx, "emails", "J1", "R1", &AckOptions{Take: &TakeOptions{Max: 3}, TakeQueues: []string{"high", "low"}}); err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, "ack+take queues", f.last().Body, `{"receipt":"R1","take":{"queues":["high","low"],"max":3}}`)
+	if _, err := c.Ack(ctx, "emails", "J1", "R1", &AckOptions{Take: &TakeOptions{}, TakeQueues: []string{""}}); err == nil {
+		t.Fatal("an empty take queue name was sent")
+	}
+
+	acks, err := c.AckBatch(ctx, "emails", []AckItem{{"J1", "R1"}, {"J2", "R2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.last()
+	if r.Method != "POST" || r.Path != "/v1/ns/default/queues/emails/ack" {
+		t.Errorf("batch ack: %s %s", r.Method, r.Path)
+	}
+	jsonEqual(t, "batch ack", r.Body, `{"acks":[{"id":"J1","receipt":"R1"},{"id":"J2","receipt":"R2"}]}`)
+	if len(acks) != 2 || acks[1].ID != "J2" || acks[1].State != "completed" {
+		t.Fatalf("batch answer %+v", acks)
+	}
+	if _, err := c.AckBatch(ctx, "emails", nil); err == nil {
+		t.Fatal("an empty batch was sent")
 	}
 }

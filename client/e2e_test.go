@@ -43,6 +43,7 @@ func TestEndToEnd(t *testing.T) {
 		{"touch_keeps_reservation", e2eTouch},
 		{"list_and_cancel", e2eListCancel},
 		{"queue_pages", e2eQueuePages},
+		{"ack_take_and_batch", e2eAckTakeBatch},
 	} {
 		t.Run(st.name, func(t *testing.T) { st.f(ctx, t, c) })
 		select {
@@ -150,6 +151,97 @@ func mustQueue(ctx context.Context, t *testing.T, c *Client, q string) *Queue {
 		t.Fatal(err)
 	}
 	return info
+}
+
+// e2eAckTakeBatch: a worker loop of acks that take the next job, a take
+// that long-polls after its ack, and a batch ack.
+func e2eAckTakeBatch(ctx context.Context, t *testing.T, c *Client) {
+	const q = "acktake"
+	for i := range 3 {
+		if _, err := c.Put(ctx, q, PutOptions{Payload: json.RawMessage(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs, err := c.Take(ctx, q, TakeOptions{})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("take: %v %d", err, len(jobs))
+	}
+	j := jobs[0]
+	var got []string
+	for {
+		got = append(got, string(j.Payload))
+		res, err := c.Ack(ctx, q, j.ID, j.Receipt, &AckOptions{Take: &TakeOptions{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.State != "deleted" {
+			t.Fatalf("ack %+v", res)
+		}
+		if len(res.Jobs) == 0 {
+			break
+		}
+		j = res.Jobs[0]
+	}
+	if fmt.Sprint(got) != "[0 1 2]" {
+		t.Fatalf("handled %v", got)
+	}
+	// the take waits after the ack; a put made meanwhile ends the wait
+	if _, err := c.Put(ctx, q, PutOptions{Payload: json.RawMessage(`"w"`)}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err = c.Take(ctx, q, TakeOptions{})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("take: %v %d", err, len(jobs))
+	}
+	done := make(chan *AckResult, 1)
+	go func() {
+		res, err := c.Ack(ctx, q, jobs[0].ID, jobs[0].Receipt, &AckOptions{Take: &TakeOptions{Wait: 20 * time.Second}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	// the ack is done while the take still waits
+	for {
+		if _, err := c.Peek(ctx, q, jobs[0].ID); errors.Is(err, ErrNotFound) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the ack did not happen while its take waited")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	p, err := c.Put(ctx, q, PutOptions{Payload: json.RawMessage(`"late"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res == nil || len(res.Jobs) != 1 || res.Jobs[0].ID != p.ID {
+		t.Fatalf("waiting take answered %+v", res)
+	}
+	// batch: all or none
+	if _, err := c.Put(ctx, q, PutOptions{Payload: json.RawMessage(`"b"`)}); err != nil {
+		t.Fatal(err)
+	}
+	more, err := c.Take(ctx, q, TakeOptions{Max: 2})
+	if err != nil || len(more) != 1 {
+		t.Fatalf("take: %v %d", err, len(more))
+	}
+	items := []AckItem{{res.Jobs[0].ID, res.Jobs[0].Receipt}, {more[0].ID, "wrong"}}
+	if _, err := c.AckBatch(ctx, q, items); !errors.Is(err, ErrConflict) {
+		t.Fatalf("batch with a wrong receipt: %v", err)
+	}
+	items[1].Receipt = more[0].Receipt
+	acks, err := c.AckBatch(ctx, q, items)
+	if err != nil || len(acks) != 2 || acks[0].State != "deleted" || acks[1].ID != more[0].ID {
+		t.Fatalf("batch: %+v %v", acks, err)
+	}
+	for _, id := range []string{items[0].ID, items[1].ID} {
+		if _, err := c.Peek(ctx, q, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("job %s after the batch ack: %v", id, err)
+		}
+	}
 }
 
 func e2eConsume100(ctx context.Context, t *testing.T, c *Client) {

@@ -126,6 +126,13 @@ type AckOptions struct {
 	Next *NextPut
 	// Reschedule keeps the job (same id) and makes it delayed again.
 	Reschedule *Reschedule
+	// Take, when set, reserves the worker's next jobs in the same request,
+	// after the ack (AckResult.Jobs): one round trip per job instead of
+	// two. The ack stands whatever the take finds; Take.Wait long-polls.
+	Take *TakeOptions
+	// TakeQueues are the take's queues, tried in order; empty: the acked
+	// job's queue.
+	TakeQueues []string
 }
 
 // NextPut is a job put atomically with an ack; Queue empty means the acked
@@ -142,11 +149,13 @@ type Reschedule struct {
 }
 
 // AckResult is ack's answer: State is "completed", "deleted" or "delayed";
-// NextID is the id of the Next job, if one was given.
+// NextID is the id of the Next job, if one was given; Jobs are the jobs
+// reserved by AckOptions.Take (none when nothing came within its wait).
 type AckResult struct {
 	ID     string `json:"id"`
 	State  string `json:"state"`
 	NextID string `json:"next_id,omitempty"`
+	Jobs   []*Job `json:"jobs,omitempty"`
 }
 
 // Ack finishes a reserved job. A wrong or expired receipt is ErrConflict.
@@ -186,11 +195,47 @@ func (c *Client) Ack(ctx context.Context, q, id, receipt string, o *AckOptions) 
 			body["reschedule"] = m
 		}
 	}
+	var wait time.Duration
+	if o != nil && o.Take != nil {
+		for _, tq := range o.TakeQueues {
+			if err := c.checkQueue(tq); err != nil {
+				return nil, err
+			}
+		}
+		body["take"] = o.Take.wire(o.TakeQueues)
+		wait = o.Take.Wait
+	}
 	var out AckResult
-	if _, err := c.do(ctx, request{method: http.MethodPost, path: c.jobPath(q, id) + "/ack", body: body}, &out); err != nil {
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: c.jobPath(q, id) + "/ack", body: body, extraTime: wait}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// AckItem names one reservation of a batch ack.
+type AckItem struct {
+	ID      string `json:"id"`
+	Receipt string `json:"receipt"`
+}
+
+// AckBatch acks many reservations of queue q (at most 1000) in one
+// request, all or none: one wrong receipt fails the batch (ErrConflict,
+// the error's field naming the item, e.g. "acks[3]") and acks nothing.
+// The answers come in the order given.
+func (c *Client) AckBatch(ctx context.Context, q string, items []AckItem) ([]AckResult, error) {
+	if err := c.checkQueue(q); err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return nil, errors.New("chronoq: AckBatch needs at least one item")
+	}
+	var out struct {
+		Acks []AckResult `json:"acks"`
+	}
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: c.queuePath(q) + "/ack", body: map[string]any{"acks": items}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Acks, nil
 }
 
 // marshalValue encodes v, passing json.RawMessage through after checking it.

@@ -77,6 +77,27 @@ type Job struct {
 	ResultBase64  *string           `json:"result_base64,omitempty"`
 }
 
+// AckAnswer is an ack's answer; NextID only when the ack put a next job.
+type AckAnswer struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	NextID string `json:"next_id,omitempty"`
+}
+
+// AckTakeAnswer is the answer to an ack that asked for the next job
+// ("take"): the ack's answer and the jobs the take reserved, [] when none
+// came within its wait.
+type AckTakeAnswer struct {
+	AckAnswer
+	Jobs []Job `json:"jobs"`
+}
+
+// AckBatchAnswer is a batch ack's answer, one item per acked reservation
+// in the order given.
+type AckBatchAnswer struct {
+	Acks []AckAnswer `json:"acks"`
+}
+
 // JobPage is a listing's answer (and take's, without the cursor).
 type JobPage struct {
 	Jobs       []Job  `json:"jobs"`

@@ -46,6 +46,15 @@ type Config struct {
 	DelayMax time.Duration
 	Label    string // reported as "target" instead of Target (e.g. beanstalkd-nobinlog)
 	Token    string // chronoq namespace token, if the server requires one
+	// ServerPID is the server process whose CPU time is measured; 0 finds
+	// it by the listening port of the target's address (this host only).
+	ServerPID int
+	// NoServerCPU skips the server CPU measurement.
+	NoServerCPU bool
+	// ThreeRequests makes the lifecycle scenario put, take and ack in three
+	// requests even where the target can ack and take the next job in one
+	// (AckTaker).
+	ThreeRequests bool
 
 	// Progress, when set, gets a live "\r"-rewritten status line.
 	Progress io.Writer
@@ -68,6 +77,16 @@ type Result struct {
 	P99MS      float64 `json:"p99_ms"`
 	MaxMS      float64 `json:"max_ms"`
 	Errors     int64   `json:"errors"`
+	// Variant says how the scenario ran when a target can run it more than
+	// one way: "ack+take" (lifecycle: the ack takes the next job).
+	Variant string `json:"variant,omitempty"`
+	// The server process's CPU time (user + system) over the run, absent
+	// when it could not be read (ServerCPUError says why). Per op is per
+	// iteration: a put, a whole put → take → ack cycle, one delivery.
+	ServerCPUS       float64 `json:"server_cpu_s,omitempty"`
+	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	OpsPerServerCPUS float64 `json:"ops_per_server_cpu_s,omitempty"`
+	ServerCPUError   string  `json:"server_cpu_error,omitempty"`
 }
 
 // ErrUnsupported marks a scenario a target cannot run; the report shows
@@ -118,7 +137,11 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	}
 
 	r := &runner{cfg: cfg, caps: caps}
+	if cfg.Scenario == "lifecycle" && !cfg.ThreeRequests {
+		_, r.ackTake = conns[0].(AckTaker)
+	}
 	recs := make([]*Recorder, cfg.Conns)
+	r.meterStart(tgt)
 	start := time.Now()
 	r.deadline = start.Add(cfg.Duration)
 	stopProgress := r.progress(start)
@@ -141,6 +164,7 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r.meterStop()
 	stopProgress()
 
 	rec := &Recorder{}
@@ -165,6 +189,10 @@ func (r *runner) finish(ctx context.Context, tgt Target, elapsed time.Duration, 
 		res.Target = cfg.Label
 	}
 	res.JobsPerSec = round3(float64(res.Jobs) / elapsed.Seconds())
+	if r.ackTake {
+		res.Variant = "ack+take"
+	}
+	r.cpuInto(&res)
 	s := rec.Summary()
 	res.P50MS, res.P90MS, res.P99MS, res.MaxMS = ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max)
 	if res.Jobs == 0 {
@@ -210,6 +238,38 @@ type runner struct {
 	jobs     atomic.Int64
 	errs     atomic.Int64
 	firstErr atomic.Pointer[error]
+	ackTake  bool // lifecycle through AckTaker
+
+	meter  *cpuMeter
+	cpu    time.Duration
+	cpuErr error
+}
+
+func (r *runner) meterStart(tgt Target) {
+	if !r.cfg.NoServerCPU {
+		r.meter = newCPUMeter(r.cfg.ServerPID, tgt.Addr())
+	}
+}
+
+func (r *runner) meterStop() {
+	if r.meter != nil {
+		r.cpu, r.cpuErr = r.meter.stop()
+	}
+}
+
+// cpuInto reports the server CPU measured between meterStart and meterStop.
+func (r *runner) cpuInto(res *Result) {
+	switch {
+	case r.meter == nil:
+	case r.cpuErr != nil:
+		res.ServerCPUError = r.cpuErr.Error()
+	case res.Jobs > 0:
+		res.ServerCPUS = round3(r.cpu.Seconds())
+		res.ServerCPUUsPerOp = round3(float64(r.cpu.Microseconds()) / float64(res.Jobs))
+		if r.cpu > 0 {
+			res.OpsPerServerCPUS = round3(float64(res.Jobs) / r.cpu.Seconds())
+		}
+	}
 }
 
 // maxConsecutiveErrors stops a worker whose target keeps failing, so a
@@ -226,17 +286,28 @@ func (r *runner) worker(ctx context.Context, c Conn, rec *Recorder, seed uint64)
 		payload = append(payload, make([]byte, stampLen-len(payload))...)
 	}
 	consecutive := 0
+	var held *Job // ack+take lifecycle: the job the last ack took
+	defer func() {
+		if held != nil { // the last taken job is acked outside the clock
+			if err := c.Ack(ctx, *held); err != nil {
+				r.errs.Add(1)
+				r.firstErr.CompareAndSwap(nil, &err)
+			}
+		}
+	}()
 	for ctx.Err() == nil && time.Now().Before(r.deadline) {
 		var err error
 		var sample time.Duration
-		switch r.cfg.Scenario {
-		case "put":
+		switch {
+		case r.cfg.Scenario == "put":
 			t0 := time.Now()
 			err = c.Put(ctx, payload, 0)
 			sample = time.Since(t0)
-		case "lifecycle":
+		case r.cfg.Scenario == "lifecycle" && r.ackTake:
+			sample, err = r.lifecycleAckTake(ctx, c.(AckTaker), c, payload, &held)
+		case r.cfg.Scenario == "lifecycle":
 			sample, err = r.lifecycle(ctx, c, payload)
-		case "delayed":
+		case r.cfg.Scenario == "delayed":
 			sample, err = r.delayed(ctx, c, payload, rng)
 		}
 		if err != nil {
@@ -273,6 +344,33 @@ func (r *runner) lifecycle(ctx context.Context, c Conn, payload []byte) (time.Du
 	if err := c.Ack(ctx, j); err != nil {
 		return 0, fmt.Errorf("ack: %w", err)
 	}
+	return time.Since(t0), nil
+}
+
+// lifecycleAckTake is the lifecycle in two requests: put, then ack the
+// job held from the previous iteration and take the next in one request
+// (the first iteration takes with a plain take). Each iteration is still
+// one put, one take and one ack; the job taken last is acked after the
+// run.
+func (r *runner) lifecycleAckTake(ctx context.Context, at AckTaker, c Conn, payload []byte, held **Job) (time.Duration, error) {
+	t0 := time.Now()
+	if err := c.Put(ctx, payload, 0); err != nil {
+		return 0, fmt.Errorf("put: %w", err)
+	}
+	var j Job
+	var err error
+	if *held == nil {
+		if j, err = c.Take(ctx, takeWait); err != nil {
+			return 0, fmt.Errorf("take: %w", err)
+		}
+	} else {
+		prev := **held
+		*held = nil
+		if j, err = at.AckTake(ctx, prev, takeWait); err != nil {
+			return 0, fmt.Errorf("ack+take: %w", err)
+		}
+	}
+	*held = &j
 	return time.Since(t0), nil
 }
 
@@ -418,6 +516,7 @@ func runFanout(ctx context.Context, cfg Config, tgt Target, ft FanoutTarget) (Re
 	for i := range payload {
 		payload[i] = 'x'
 	}
+	r.meterStart(tgt)
 	start := time.Now()
 	r.deadline = start.Add(cfg.Duration)
 	stopProgress := r.progress(start)
@@ -442,6 +541,7 @@ func runFanout(ctx context.Context, cfg Config, tgt Target, ft FanoutTarget) (Re
 		fail = waitFor(published, takeWait)
 	}
 	elapsed := time.Since(start)
+	r.meterStop()
 	stopProgress()
 	closeSubs()
 	subs = nil

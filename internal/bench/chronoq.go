@@ -140,17 +140,40 @@ func (c *chronoqConn) Take(ctx context.Context, wait time.Duration) (Job, error)
 			return Job{}, fmt.Errorf("take answer: %w", err)
 		}
 		if len(got.Jobs) == 1 {
-			j := got.Jobs[0]
-			var p []byte
-			if len(j.Payload) >= 2 && j.Payload[0] == '"' {
-				p = j.Payload[1 : len(j.Payload)-1]
-			}
-			return Job{Payload: p, Ref: [2]string{j.ID, j.Receipt}}, nil
+			return chronoqJob(got), nil
 		}
 		if time.Now().After(deadline) {
 			return Job{}, ErrEmpty
 		}
 	}
+}
+
+// AckTake acks j and takes the next job in the same request.
+func (c *chronoqConn) AckTake(ctx context.Context, j Job, wait time.Duration) (Job, error) {
+	ref := j.Ref.([2]string)
+	w := min(wait, chronoqMaxWait).Round(time.Millisecond)
+	body := `{"receipt":"` + ref[1] + `","take":{"max":1,"ttr":"30s","wait":"` + w.String() + `"}}`
+	data, err := c.do(ctx, http.MethodPost, c.t.qpath+"/jobs/"+ref[0]+"/ack", []byte(body))
+	if err != nil {
+		return Job{}, err
+	}
+	var got chronoqTaken
+	if err := json.Unmarshal(data, &got); err != nil {
+		return Job{}, fmt.Errorf("ack+take answer: %w", err)
+	}
+	if len(got.Jobs) != 1 {
+		return Job{}, ErrEmpty
+	}
+	return chronoqJob(got), nil
+}
+
+func chronoqJob(got chronoqTaken) Job {
+	j := got.Jobs[0]
+	var p []byte
+	if len(j.Payload) >= 2 && j.Payload[0] == '"' {
+		p = j.Payload[1 : len(j.Payload)-1]
+	}
+	return Job{Payload: p, Ref: [2]string{j.ID, j.Receipt}}
 }
 
 func (c *chronoqConn) Ack(ctx context.Context, j Job) error {

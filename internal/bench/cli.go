@@ -15,12 +15,15 @@ const cliUsage = `Usage:
 %[2]s
 Drives a queue server with --conns connections (one worker each) for
 --duration and prints a summary table (with --json: exactly one JSON
-object) of throughput and latency percentiles. On a terminal a live
+object) of throughput, latency percentiles and the server process's CPU
+time per operation (server_cpu_us_per_op, from /proc/<pid>/stat). On a terminal a live
 progress line is shown on stderr.
 
 Scenarios:
   put        durable puts as fast as possible; latency is one put
-  lifecycle  put -> take -> ack per iteration; latency is the cycle
+  lifecycle  put -> take -> ack per iteration; latency is the cycle.
+             chronoq-http acks and takes the next job in one request
+             (two requests per cycle; --three-requests: three)
   delayed    put with a random delay from --delay-range, take it when
              due, ack; the percentiles are lateness (handed out - due)
   fanout     one publisher, --conns subscribers of a channel (chronoq-ws
@@ -64,6 +67,9 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.BoolVar(&jsonOut, "json", false, "print exactly one JSON object instead of the table")
 	fs.StringVar(&cfg.Label, "label", "", "name reported as the target (e.g. beanstalkd-nobinlog)")
 	fs.StringVar(&cfg.Token, "token", os.Getenv("CHRONOQ_TOKEN"), "chronoq namespace token, when the server requires one (env CHRONOQ_TOKEN)")
+	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "the server's process id, whose CPU time per operation is reported (default: the process listening on --addr's port, when on this host)")
+	fs.BoolVar(&cfg.ThreeRequests, "three-requests", false, "lifecycle: put, take and ack in three requests even where the target acks and takes the next job in one (chronoq-http)")
+	fs.BoolVar(&cfg.NoServerCPU, "no-server-cpu", false, "do not measure the server's CPU time")
 	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), cliUsage, prog, plotLine, plotText)

@@ -26,11 +26,22 @@ func WriteTable(w io.Writer, r Result) error {
 		what = "lateness" // handed out − due
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tscenario\tconns\tpayload\tduration\tjobs\tjobs/s\t%s p50\tp90\tp99\tmax\terrors\t\n", what)
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1fs\t%d\t%.0f\t%s\t%s\t%s\t%s\t%d\t\n",
+	fmt.Fprintf(tw, "target\tscenario\tconns\tpayload\tduration\tjobs\tjobs/s\t%s p50\tp90\tp99\tmax\terrors\tserver cpu/op\t\n", what)
+	cpu := "n/a"
+	if r.ServerCPUUsPerOp > 0 {
+		cpu = strconv.FormatFloat(r.ServerCPUUsPerOp, 'f', 1, 64) + "µs"
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1fs\t%d\t%.0f\t%s\t%s\t%s\t%s\t%d\t%s\t\n",
 		r.Target, r.Scenario, r.Conns, r.Payload, r.DurationS, r.Jobs, r.JobsPerSec,
-		fmtMS(r.P50MS), fmtMS(r.P90MS), fmtMS(r.P99MS), fmtMS(r.MaxMS), r.Errors)
-	return tw.Flush()
+		fmtMS(r.P50MS), fmtMS(r.P90MS), fmtMS(r.P99MS), fmtMS(r.MaxMS), r.Errors, cpu)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.ServerCPUError != "" {
+		_, err := fmt.Fprintf(w, "server cpu n/a: %s\n", r.ServerCPUError)
+		return err
+	}
+	return nil
 }
 
 func fmtMS(v float64) string {

@@ -97,7 +97,8 @@ func TestRecorderCDF(t *testing.T) {
 
 func TestJSONIsExactlyTheIssuesObject(t *testing.T) {
 	res := Result{Target: "chronoq-http", Scenario: "put", Conns: 64, Payload: 100, DurationS: 10.002,
-		Jobs: 123456, JobsPerSec: 12343.531, P50MS: 0.9, P90MS: 1.5, P99MS: 3.25, MaxMS: 41, Errors: 2}
+		Jobs: 123456, JobsPerSec: 12343.531, P50MS: 0.9, P90MS: 1.5, P99MS: 3.25, MaxMS: 41, Errors: 2,
+		ServerCPUS: 3.1, ServerCPUUsPerOp: 25.11, OpsPerServerCPUS: 39824.5}
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, res); err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestJSONIsExactlyTheIssuesObject(t *testing.T) {
 		t.Fatal("more than one JSON value")
 	}
 	want := []string{"target", "scenario", "conns", "payload", "duration_s", "jobs", "jobs_per_sec",
-		"p50_ms", "p90_ms", "p99_ms", "max_ms", "errors"}
+		"p50_ms", "p90_ms", "p99_ms", "max_ms", "errors", "server_cpu_s", "server_cpu_us_per_op", "ops_per_server_cpu_s"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys %v\nwant %v", keys, want)
 	}
@@ -154,7 +155,7 @@ func TestJSONIsExactlyTheIssuesObject(t *testing.T) {
 func TestTable(t *testing.T) {
 	var buf bytes.Buffer
 	res := Result{Target: "redis", Scenario: "delayed", Conns: 8, Payload: 100, DurationS: 5, Jobs: 10, JobsPerSec: 2,
-		P50MS: 1.234, P90MS: 12.34, P99MS: 123.4, MaxMS: 1234, Errors: 3}
+		P50MS: 1.234, P90MS: 12.34, P99MS: 123.4, MaxMS: 1234, Errors: 3, ServerCPUUsPerOp: 27.25}
 	if err := WriteTable(&buf, res); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestTable(t *testing.T) {
 			t.Errorf("header lacks %q: %s", w, lines[0])
 		}
 	}
-	for _, w := range []string{"redis", "delayed", "1.23ms", "12.3ms", "123ms", "1234ms", " 3"} {
+	for _, w := range []string{"redis", "delayed", "1.23ms", "12.3ms", "123ms", "1234ms", " 3", "27.2µs"} {
 		if !strings.Contains(lines[1], w) {
 			t.Errorf("row lacks %q: %s", w, lines[1])
 		}

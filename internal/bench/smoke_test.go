@@ -25,6 +25,7 @@ import (
 type counting struct {
 	*broker.Broker
 	puts, done atomic.Int64
+	ackTakes   atomic.Int64 // of done: acks that took the next job
 }
 
 func (c *counting) Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error) {
@@ -41,6 +42,15 @@ func (c *counting) Ack(ctx context.Context, ns, q, id string, req engine.AckRequ
 		c.done.Add(1)
 	}
 	return r, err
+}
+
+func (c *counting) AckAndTake(ctx context.Context, ns, q, id string, req engine.AckRequest, take engine.TakeRequest, wait time.Duration) (engine.AckResult, []engine.Job, error) {
+	r, jobs, err := c.Broker.AckAndTake(ctx, ns, q, id, req, take, wait)
+	if err == nil {
+		c.done.Add(1)
+		c.ackTakes.Add(1)
+	}
+	return r, jobs, err
 }
 
 func (c *counting) Cancel(ctx context.Context, ns, q, id, receipt string) error {
@@ -104,20 +114,26 @@ func TestSmokeChronoq(t *testing.T) {
 	cases := []struct {
 		target, scenario string
 		dur              time.Duration
+		threeRequests    bool
 	}{
-		{"chronoq-http", "put", 700 * time.Millisecond},
-		{"chronoq-http", "lifecycle", 700 * time.Millisecond},
-		{"chronoq-http", "delayed", 500 * time.Millisecond},
-		{"chronoq-ws", "put", 700 * time.Millisecond},
-		{"chronoq-ws", "lifecycle", 700 * time.Millisecond},
-		{"chronoq-ws", "delayed", 500 * time.Millisecond},
-		{"chronoq-ws", "fanout", 700 * time.Millisecond},
-		{"chronoq-beanstalk", "put", 700 * time.Millisecond},
-		{"chronoq-beanstalk", "lifecycle", 700 * time.Millisecond},
-		{"chronoq-beanstalk", "delayed", 1200 * time.Millisecond}, // whole-second delays
+		{"chronoq-http", "put", 700 * time.Millisecond, false},
+		{"chronoq-http", "lifecycle", 700 * time.Millisecond, false},
+		{"chronoq-http", "lifecycle", 700 * time.Millisecond, true},
+		{"chronoq-http", "delayed", 500 * time.Millisecond, false},
+		{"chronoq-ws", "put", 700 * time.Millisecond, false},
+		{"chronoq-ws", "lifecycle", 700 * time.Millisecond, false},
+		{"chronoq-ws", "delayed", 500 * time.Millisecond, false},
+		{"chronoq-ws", "fanout", 700 * time.Millisecond, false},
+		{"chronoq-beanstalk", "put", 700 * time.Millisecond, false},
+		{"chronoq-beanstalk", "lifecycle", 700 * time.Millisecond, false},
+		{"chronoq-beanstalk", "delayed", 1200 * time.Millisecond, false}, // whole-second delays
 	}
 	for _, c := range cases {
-		t.Run(c.target+"/"+c.scenario, func(t *testing.T) {
+		name := c.target + "/" + c.scenario
+		if c.threeRequests {
+			name += "/three-requests"
+		}
+		t.Run(name, func(t *testing.T) {
 			s := newServer(t)
 			addr := s.url
 			if c.target == "chronoq-beanstalk" {
@@ -125,7 +141,7 @@ func TestSmokeChronoq(t *testing.T) {
 			}
 			cfg := bench.Config{Target: c.target, Addr: addr, Scenario: c.scenario, Conns: 4,
 				Duration: c.dur, Payload: 64, DelayMin: 20 * time.Millisecond, DelayMax: 200 * time.Millisecond,
-				Progress: io.Discard, ProgressEvery: 50 * time.Millisecond}
+				Progress: io.Discard, ProgressEvery: 50 * time.Millisecond, ThreeRequests: c.threeRequests}
 			if c.target == "chronoq-beanstalk" {
 				cfg.DelayMin, cfg.DelayMax = time.Second, time.Second
 			}
@@ -149,6 +165,13 @@ func TestSmokeChronoq(t *testing.T) {
 				if puts != res.Jobs || done != res.Jobs {
 					t.Fatalf("bench counted %d jobs, server stored %d and completed %d", res.Jobs, puts, done)
 				}
+				// chronoq-http's lifecycle acks and takes the next job in
+				// one request: every ack but each worker's last
+				ackTake := c.scenario == "lifecycle" && c.target == "chronoq-http" && !c.threeRequests
+				if n := s.b.ackTakes.Load(); ackTake != (n > 0) || ackTake && n < done-4 ||
+					ackTake != (res.Variant == "ack+take") {
+					t.Fatalf("%d of %d acks took the next job, variant %q", n, done, res.Variant)
+				}
 			case "fanout":
 				if pubs := s.pubs(t); pubs == 0 || res.Jobs != pubs*4 {
 					t.Fatalf("bench counted %d deliveries for %d publications to 4 subscribers", res.Jobs, pubs)
@@ -162,6 +185,10 @@ func TestSmokeChronoq(t *testing.T) {
 			}
 			if c.scenario != "delayed" && res.P50MS <= 0 {
 				t.Fatalf("latency p50 %v", res.P50MS)
+			}
+			// the server runs in this process, which listens on the port
+			if res.ServerCPUError != "" || res.ServerCPUS <= 0 || res.ServerCPUUsPerOp <= 0 || res.OpsPerServerCPUS <= 0 {
+				t.Fatalf("server cpu not measured: %+v", res)
 			}
 			if res.DurationS < c.dur.Seconds() || res.JobsPerSec <= 0 {
 				t.Fatalf("duration %v, rate %v", res.DurationS, res.JobsPerSec)

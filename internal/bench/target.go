@@ -43,6 +43,15 @@ type Conn interface {
 	Close() error
 }
 
+// AckTaker is a Conn that can ack a job and take the next one in one
+// request (chronoq-http: an ack with "take"); the lifecycle scenario uses
+// it unless Config.ThreeRequests is set.
+type AckTaker interface {
+	// AckTake acks j and reserves the next job, waiting up to wait for
+	// one; ErrEmpty (the ack done) if none came.
+	AckTake(ctx context.Context, j Job, wait time.Duration) (Job, error)
+}
+
 // FanoutTarget is a target with publish/subscribe channels (the fanout
 // scenario): one publisher, --conns subscribers of one channel per run.
 type FanoutTarget interface {

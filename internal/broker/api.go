@@ -261,6 +261,38 @@ func (b *Broker) Ack(ctx context.Context, ns, q, id string, req engine.AckReques
 	return call(b, ctx, func(now time.Time) (engine.AckResult, error) { return b.eng.Ack(now, ns, q, id, req) })
 }
 
+// AckAndTake acknowledges a reservation and reserves the worker's next
+// jobs in the same loop turn, so both entries share one fsync and the
+// worker one round trip. With wait the take long-polls like Take; the ack
+// is done (and durable before any answer) whatever the take finds.
+func (b *Broker) AckAndTake(ctx context.Context, ns, q, id string, req engine.AckRequest, take engine.TakeRequest, wait time.Duration) (engine.AckResult, []engine.Job, error) {
+	var ack engine.AckResult
+	w := &waiter{ns: ns, take: &take, idx: -1}
+	res, err := b.parked(ctx, w, func(now time.Time) (any, bool, error) {
+		r, jobs, err := b.eng.AckAndTake(now, ns, q, id, req, take)
+		if err != nil {
+			return nil, false, err
+		}
+		ack = r // written on the loop before the request completes
+		if len(jobs) > 0 || wait <= 0 || b.draining.Load() {
+			return jobs, false, nil
+		}
+		w.deadline = now.Add(wait)
+		return nil, true, nil
+	})
+	if err != nil {
+		return engine.AckResult{}, nil, err
+	}
+	jobs, _ := res.([]engine.Job)
+	return ack, jobs, b.fill(jobs)
+}
+
+// AckBatch acknowledges many reservations of one queue in one log entry,
+// all or none.
+func (b *Broker) AckBatch(ctx context.Context, ns, q string, items []engine.AckItem) ([]engine.AckResult, error) {
+	return call(b, ctx, func(now time.Time) ([]engine.AckResult, error) { return b.eng.AckBatch(now, ns, q, items) })
+}
+
 // Nack gives a reservation back.
 func (b *Broker) Nack(ctx context.Context, ns, q, id string, req engine.NackRequest) (engine.State, error) {
 	return call(b, ctx, func(now time.Time) (engine.State, error) { return b.eng.Nack(now, ns, q, id, req) })

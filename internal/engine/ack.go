@@ -11,34 +11,152 @@ import (
 // goes to reply_to as a new job.
 func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResult, error) {
 	e.begin(now)
-	q, slot, err := e.findJob(ns, qn, id)
+	plan := putPlan{multi: true}
+	a, err := e.prepareAck(ns, qn, id, &req, &plan)
 	if err != nil {
 		return AckResult{}, err
 	}
-	if err := e.checkReceipt(slot, id, req.Receipt, req.AnyReceipt); err != nil {
+	if plan.n > 0 {
+		e.stampCounters(uint64(plan.n), 0)
+	}
+	if err := e.commit(); err != nil {
 		return AckResult{}, err
+	}
+	e.stats.Put += uint64(plan.n)
+	return e.ackDone(&a), nil
+}
+
+// MaxAckBatch is the most reservations one batch ack may name.
+const MaxAckBatch = 1000
+
+// AckItem is one reservation of a batch ack.
+type AckItem struct {
+	ID, Receipt string
+}
+
+// AckBatch acknowledges many reservations of one queue in one log entry,
+// all or none: a receipt that does not match (or an id listed twice) fails
+// the whole batch, with the item's index in the error's field, and changes
+// nothing, like a batch put (docs/api.md). Each job ends as a single ack
+// without result, next or reschedule would leave it.
+func (e *Engine) AckBatch(now time.Time, ns, qn string, items []AckItem) ([]AckResult, error) {
+	e.begin(now)
+	if len(items) == 0 {
+		return nil, badf("acks", "name at least one reservation")
+	}
+	if len(items) > MaxAckBatch {
+		return nil, badf("acks", "at most %d per batch, got %d", MaxAckBatch, len(items))
+	}
+	plan := putPlan{multi: true}
+	done := make([]ackPrepared, len(items))
+	seen := make(map[string]int, len(items))
+	for i, it := range items {
+		field := fmt.Sprintf("acks[%d]", i)
+		if j, dup := seen[it.ID]; dup {
+			return nil, badf(field+".id", "job %q is listed twice (also acks[%d])", it.ID, j)
+		}
+		seen[it.ID] = i
+		a, err := e.prepareAck(ns, qn, it.ID, &AckRequest{Receipt: it.Receipt}, &plan)
+		if err != nil {
+			return nil, prefixField(err, field)
+		}
+		done[i] = a
+	}
+	if plan.n > 0 {
+		e.stampCounters(uint64(plan.n), 0)
+	}
+	if err := e.commit(); err != nil {
+		return nil, err
+	}
+	e.stats.Put += uint64(plan.n)
+	out := make([]AckResult, len(done))
+	for i := range done {
+		out[i] = e.ackDone(&done[i])
+	}
+	return out, nil
+}
+
+// AckAndTake acknowledges a reservation and then reserves the next jobs
+// (the worker's next take) in the same loop turn: two log entries that the
+// broker commits in one batch, so a worker needs one round trip per job.
+// The take's request is checked first, so a bad one changes nothing; a
+// failed ack takes nothing. An empty take is not an error.
+func (e *Engine) AckAndTake(now time.Time, ns, qn, id string, req AckRequest, take TakeRequest) (AckResult, []Job, error) {
+	if _, _, err := take.check(); err != nil {
+		return AckResult{}, nil, prefixField(err, "take")
+	}
+	res, err := e.Ack(now, ns, qn, id, req)
+	if err != nil {
+		return AckResult{}, nil, err
+	}
+	jobs, err := e.Take(now, ns, take)
+	if err != nil {
+		return res, nil, prefixField(err, "take")
+	}
+	return res, jobs, nil
+}
+
+// ackPrepared is an ack whose records are in the scratch entry.
+type ackPrepared struct {
+	q       *queue
+	slot    uint32
+	rearm   bool
+	res     AckResult
+	hasNext bool
+	nextOut planned
+}
+
+// ackDone counts a committed ack and completes its answer.
+func (e *Engine) ackDone(a *ackPrepared) AckResult {
+	e.stats.Acked++
+	a.q.stats.Acked++
+	res := a.res
+	if a.rearm {
+		res.State = e.jobs.get(a.slot).state.String()
+	}
+	if a.hasNext {
+		switch {
+		case a.nextOut.dupRes != nil:
+			res.NextID = a.nextOut.dupRes.ID
+		default:
+			res.NextID = a.nextOut.id
+		}
+	}
+	return res
+}
+
+// prepareAck checks one ack and adds its records (and those of its next
+// and reply jobs, to plan) to the scratch entry.
+func (e *Engine) prepareAck(ns, qn, id string, reqp *AckRequest, plan *putPlan) (ackPrepared, error) {
+	req := *reqp
+	q, slot, err := e.findJob(ns, qn, id)
+	if err != nil {
+		return ackPrepared{}, err
+	}
+	if err := e.checkReceipt(slot, id, req.Receipt, req.AnyReceipt); err != nil {
+		return ackPrepared{}, err
 	}
 	if req.HasResult {
 		if err := checkPayloadSize("result", len(req.Result), q.cfg.MaxPayload); err != nil {
-			return AckResult{}, err
+			return ackPrepared{}, err
 		}
 	}
 	img := e.image(q, slot)
 	var rearm int64 = -1
 	if rs := req.Reschedule; rs != nil {
 		if rs.Delay != nil && rs.At != nil {
-			return AckResult{}, badf("reschedule.at", "delay and at are exclusive")
+			return ackPrepared{}, badf("reschedule.at", "delay and at are exclusive")
 		}
 		rearm = e.now
 		if rs.Delay != nil {
 			if err := checkDuration("reschedule.delay", *rs.Delay, MaxDelay); err != nil {
-				return AckResult{}, err
+				return ackPrepared{}, err
 			}
 			rearm += rs.Delay.Milliseconds()
 		}
 		if rs.At != nil {
 			if ms(*rs.At)-e.now > MaxDelay.Milliseconds() {
-				return AckResult{}, badf("reschedule.at", "must be at most %s from now", MaxDelay)
+				return ackPrepared{}, badf("reschedule.at", "must be at most %s from now", MaxDelay)
 			}
 			rearm = max(ms(*rs.At), 0)
 		}
@@ -51,28 +169,27 @@ func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResul
 		}
 	}
 
-	plan := putPlan{multi: true}
 	var nextOut planned
 	if req.Next != nil {
-		t, err := e.resolveTarget(ns, req.Next.Queue, &plan)
+		t, err := e.resolveTarget(ns, req.Next.Queue, plan)
 		if err != nil {
-			return AckResult{}, prefixField(err, "next")
+			return ackPrepared{}, prefixField(err, "next")
 		}
-		nextOut, err = e.preparePut(t, &req.Next.Put, &plan)
+		nextOut, err = e.preparePut(t, &req.Next.Put, plan)
 		if err != nil {
-			return AckResult{}, prefixField(err, "next")
+			return ackPrepared{}, prefixField(err, "next")
 		}
 	}
 	if img.ReplyTo != "" {
 		// A reply is best effort: a reply queue that cannot be created
 		// (namespace without auto-create) does not fail the ack.
-		if t, err := e.resolveTarget(ns, img.ReplyTo, &plan); err == nil {
+		if t, err := e.resolveTarget(ns, img.ReplyTo, plan); err == nil {
 			reply := PutRequest{Payload: []byte("null"), PayloadJSON: true, Tags: map[string]string{"reply_for": id}}
 			if req.HasResult {
 				reply.Payload, reply.PayloadJSON = req.Result, req.ResultJSON
 			}
-			if _, err := e.preparePut(t, &reply, &plan); err != nil {
-				return AckResult{}, prefixField(err, "result")
+			if _, err := e.preparePut(t, &reply, plan); err != nil {
+				return ackPrepared{}, prefixField(err, "result")
 			}
 		}
 	}
@@ -108,27 +225,7 @@ func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResul
 		r.Kind, r.NS, r.Queue, r.ID = KindJobDelete, ns, qn, id
 		res.State = "deleted"
 	}
-	if plan.n > 0 {
-		e.stampCounters(uint64(plan.n), 0)
-	}
-	if err := e.commit(); err != nil {
-		return AckResult{}, err
-	}
-	e.stats.Acked++
-	q.stats.Acked++
-	e.stats.Put += uint64(plan.n)
-	if rearm >= 0 {
-		res.State = e.jobs.get(slot).state.String()
-	}
-	if req.Next != nil {
-		switch {
-		case nextOut.dupRes != nil:
-			res.NextID = nextOut.dupRes.ID
-		default:
-			res.NextID = nextOut.id
-		}
-	}
-	return res, nil
+	return ackPrepared{q: q, slot: slot, rearm: rearm >= 0, res: res, hasNext: req.Next != nil, nextOut: nextOut}, nil
 }
 
 // Nack gives a reservation back: the job waits the given delay (or the

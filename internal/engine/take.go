@@ -10,39 +10,48 @@ import (
 	"time"
 )
 
+// check validates a take request: how many jobs and the reservation's TTR
+// in milliseconds (0: each job's own).
+func (req *TakeRequest) check() (n int, ttr uint32, err error) {
+	n = req.Max
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > MaxTake {
+		return 0, 0, badf("max", "must be between 1 and %d, got %d", MaxTake, req.Max)
+	}
+	if len(req.Queues) == 0 {
+		return 0, 0, badf("queues", "name at least one queue")
+	}
+	if len(req.Queues) > MaxTakeQueues {
+		return 0, 0, badf("queues", "at most %d queues per take, got %d", MaxTakeQueues, len(req.Queues))
+	}
+	if req.TTR != nil {
+		if *req.TTR < time.Millisecond || *req.TTR > MaxTTR {
+			return 0, 0, badf("ttr", "must be between 1ms and %s, got %s", MaxTTR, *req.TTR)
+		}
+		ttr = uint32(req.TTR.Milliseconds())
+	}
+	for i, name := range req.Queues {
+		if !ValidQueueName(name) {
+			return 0, 0, badf(fmt.Sprintf("queues[%d]", i), "must match [A-Za-z0-9_.-]{1,%d}, got %q", MaxQueueNameLen, name)
+		}
+	}
+	return n, ttr, nil
+}
+
 // Take reserves up to req.Max ready jobs, trying the listed queues in order
 // and each queue in serving order. Missing queues are skipped (workers may
 // start before producers); paused queues hand out nothing.
 func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) {
 	e.begin(now)
-	n := req.Max
-	if n == 0 {
-		n = 1
-	}
-	if n < 0 || n > MaxTake {
-		return nil, badf("max", "must be between 1 and %d, got %d", MaxTake, req.Max)
-	}
-	if len(req.Queues) == 0 {
-		return nil, badf("queues", "name at least one queue")
-	}
-	if len(req.Queues) > MaxTakeQueues {
-		return nil, badf("queues", "at most %d queues per take, got %d", MaxTakeQueues, len(req.Queues))
-	}
-	var ttr uint32
-	if req.TTR != nil {
-		if *req.TTR < time.Millisecond || *req.TTR > MaxTTR {
-			return nil, badf("ttr", "must be between 1ms and %s, got %s", MaxTTR, *req.TTR)
-		}
-		ttr = uint32(req.TTR.Milliseconds())
+	n, ttr, err := req.check()
+	if err != nil {
+		return nil, err
 	}
 	nsObj, err := e.findNS(ns)
 	if err != nil {
 		return nil, err
-	}
-	for i, name := range req.Queues {
-		if !ValidQueueName(name) {
-			return nil, badf(fmt.Sprintf("queues[%d]", i), "must match [A-Za-z0-9_.-]{1,%d}, got %q", MaxQueueNameLen, name)
-		}
 	}
 	picked := e.tmp[:0]
 	var visited map[uint32]struct{} // queues already drawn from; a name listed twice counts once

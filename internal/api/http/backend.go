@@ -45,6 +45,11 @@ type Backend interface {
 	// cancelled ctx or server shutdown ends the wait with no jobs and no error.
 	Take(ctx context.Context, ns string, req engine.TakeRequest, wait time.Duration) ([]engine.Job, error)
 	Ack(ctx context.Context, ns, q, id string, req engine.AckRequest) (engine.AckResult, error)
+	// AckAndTake acks, then takes like Take (waiting up to wait); the ack
+	// stands whatever the take finds.
+	AckAndTake(ctx context.Context, ns, q, id string, req engine.AckRequest, take engine.TakeRequest, wait time.Duration) (engine.AckResult, []engine.Job, error)
+	// AckBatch acks many reservations of one queue, all or none.
+	AckBatch(ctx context.Context, ns, q string, items []engine.AckItem) ([]engine.AckResult, error)
 	Nack(ctx context.Context, ns, q, id string, req engine.NackRequest) (engine.State, error)
 	Touch(ctx context.Context, ns, q, id string, req engine.TouchRequest) (reservedUntil time.Time, err error)
 	Bury(ctx context.Context, ns, q, id string, req engine.BuryRequest) error

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
 )
 
@@ -71,6 +71,9 @@ func newObject(raw json.RawMessage, path string) (*object, error) {
 	raw = trimJSONSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, badField(path, "must be a JSON object")
+	}
+	if m, ok := wireenc.SplitObject(raw); ok {
+		return &object{path: path, m: m}, nil
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -511,10 +514,9 @@ func (o *object) anyJSON(name string) (data []byte, present bool) {
 		o.fail(name, "%s", msg)
 		return nil, false
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		o.fail(name, "invalid JSON: %v", err)
+	if !json.Valid(raw) { // a member of a body json.Valid passed always is
+		o.fail(name, "invalid JSON")
 		return nil, false
 	}
-	return buf.Bytes(), true
+	return wireenc.AppendCompact(make([]byte, 0, len(raw)), raw), true
 }

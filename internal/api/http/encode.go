@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // The answer shapes are package wire's; internal/api/wireenc fills them.
@@ -27,4 +28,27 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// answerBufs holds the buffers of writeEncoded; a buffer grown past
+// maxPooledAnswer (a large take) is not kept.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledAnswer = 64 << 10
+
+// writeEncoded writes the answer that enc appends: the hot routes' answers,
+// which internal/api/wireenc writes byte for byte as writeJSON would
+// (newline included) without reflection.
+func writeEncoded(w http.ResponseWriter, status int, enc func([]byte) []byte) {
+	bp := answerBufs.Get().(*[]byte)
+	b := append(enc((*bp)[:0]), '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	if cap(b) <= maxPooledAnswer {
+		*bp = b[:0]
+		answerBufs.Put(bp)
+	}
 }

@@ -38,6 +38,7 @@ type fakeBackend struct {
 	job         engine.Job
 	listResult  engine.ListResult
 	ackResult   engine.AckResult
+	ackResults  []engine.AckResult
 	nackState   engine.State
 	until       time.Time
 	count       int
@@ -158,6 +159,14 @@ func (f *fakeBackend) Take(_ context.Context, ns string, req engine.TakeRequest,
 
 func (f *fakeBackend) Ack(_ context.Context, ns, q, id string, req engine.AckRequest) (engine.AckResult, error) {
 	return f.ackResult, f.rec("Ack", ns, q, id, req)
+}
+
+func (f *fakeBackend) AckAndTake(_ context.Context, ns, q, id string, req engine.AckRequest, take engine.TakeRequest, wait time.Duration) (engine.AckResult, []engine.Job, error) {
+	return f.ackResult, f.jobs, f.rec("AckAndTake", ns, q, id, req, take, wait)
+}
+
+func (f *fakeBackend) AckBatch(_ context.Context, ns, q string, items []engine.AckItem) ([]engine.AckResult, error) {
+	return f.ackResults, f.rec("AckBatch", ns, q, items)
 }
 
 func (f *fakeBackend) Nack(_ context.Context, ns, q, id string, req engine.NackRequest) (engine.State, error) {

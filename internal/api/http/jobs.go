@@ -32,7 +32,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, t target) error {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, wireenc.Put(res))
+	writeEncoded(w, status, func(b []byte) []byte { return wireenc.AppendPut(b, res) })
 	return nil
 }
 
@@ -77,7 +77,7 @@ func (s *Server) take(w http.ResponseWriter, r *http.Request, t target) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: wireenc.Jobs(jobs)})
+	writeEncoded(w, http.StatusOK, func(b []byte) []byte { return wireenc.AppendJobPage(b, jobs) })
 	return nil
 }
 
@@ -87,19 +87,45 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, t target) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeAck(body, q, s.lim)
+	req, take, err := decodeAckTake(body, q, s.lim)
 	if err != nil {
 		return err
+	}
+	if take != nil {
+		res, jobs, err := s.b.AckAndTake(r.Context(), ns, q, id, req, take.req, take.wait)
+		if err != nil {
+			return err
+		}
+		writeEncoded(w, http.StatusOK, func(b []byte) []byte { return wireenc.AppendAck(b, res, true, jobs) })
+		return nil
 	}
 	res, err := s.b.Ack(r.Context(), ns, q, id, req)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		ID     string `json:"id"`
-		State  string `json:"state"`
-		NextID string `json:"next_id,omitempty"`
-	}{res.ID, res.State, res.NextID})
+	writeEncoded(w, http.StatusOK, func(b []byte) []byte { return wireenc.AppendAck(b, res, false, nil) })
+	return nil
+}
+
+// ackBatch acknowledges many reservations of one queue, all or none.
+func (s *Server) ackBatch(w http.ResponseWriter, r *http.Request, t target) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	items, err := decodeAckBatch(body)
+	if err != nil {
+		return err
+	}
+	res, err := s.b.AckBatch(r.Context(), t.ns, t.q, items)
+	if err != nil {
+		return err
+	}
+	out := make([]wire.AckAnswer, len(res))
+	for i, a := range res {
+		out[i] = wire.AckAnswer{ID: a.ID, State: a.State}
+	}
+	writeJSON(w, http.StatusOK, wire.AckBatchAnswer{Acks: out})
 	return nil
 }
 

@@ -156,11 +156,34 @@ func (o *object) wait(max time.Duration) time.Duration {
 }
 
 func decodeAck(body []byte, queue string, lim limits) (engine.AckRequest, error) {
+	req, _, err := decodeAckTake(body, queue, lim)
+	return req, err
+}
+
+// ackTake is the `take` of an ack body: the worker's next take, answered
+// with the ack (docs/api.md).
+type ackTake struct {
+	req  engine.TakeRequest
+	wait time.Duration
+}
+
+// decodeAckTake reads an ack body; take is nil unless the body asks for
+// the next job.
+func decodeAckTake(body []byte, queue string, lim limits) (engine.AckRequest, *ackTake, error) {
 	o, err := parseBody(body)
 	if err != nil {
-		return engine.AckRequest{}, err
+		return engine.AckRequest{}, nil, err
 	}
-	o.allow("receipt", "result", "next", "reschedule")
+	o.allow("receipt", "result", "next", "reschedule", "take")
+	var take *ackTake
+	if tk := o.child("take"); tk != nil {
+		tr, wait := readTake(tk, true, false, lim)
+		if tk.err == nil && len(tr.Queues) == 0 {
+			tr.Queues = []string{queue} // by default the acked job's queue
+		}
+		o.setErr(tk.err)
+		take = &ackTake{req: tr, wait: wait}
+	}
 	var req engine.AckRequest
 	req.Receipt = o.str("receipt")
 	if data, ok := o.anyJSON("result"); ok {
@@ -192,7 +215,44 @@ func decodeAck(body []byte, queue string, lim limits) (engine.AckRequest, error)
 		o.setErr(rs.err)
 		req.Reschedule = &engine.Reschedule{Delay: delay, At: at}
 	}
-	return req, o.err
+	return req, take, o.err
+}
+
+// decodeAckBatch reads a batch ack: {"acks":[{"id":..,"receipt":..},..]}.
+func decodeAckBatch(body []byte) ([]engine.AckItem, error) {
+	o, err := parseBody(body)
+	if err != nil {
+		return nil, err
+	}
+	o.allow("acks")
+	items, ok := o.list("acks")
+	switch {
+	case o.err != nil:
+		return nil, o.err
+	case !ok || len(items) == 0:
+		return nil, badField("acks", "missing: give at least one {\"id\",\"receipt\"}")
+	case len(items) > engine.MaxAckBatch:
+		return nil, badField("acks", "at most %d acks per batch, got %d", engine.MaxAckBatch, len(items))
+	}
+	out := make([]engine.AckItem, len(items))
+	for i, raw := range items {
+		it, err := newObject(raw, indexPath("acks", i))
+		if err != nil {
+			return nil, err
+		}
+		it.allow("id", "receipt")
+		out[i] = engine.AckItem{ID: it.str("id"), Receipt: it.str("receipt")}
+		if it.err == nil && out[i].ID == "" {
+			it.fail("id", "missing: the job's id")
+		}
+		if it.err == nil && out[i].Receipt == "" {
+			it.fail("receipt", "missing: the receipt from the take that reserved the job")
+		}
+		if it.err != nil {
+			return nil, it.err
+		}
+	}
+	return out, nil
 }
 
 // decodeObject reads a body that is one object of the given fields with
@@ -239,6 +299,13 @@ func decodeTake(body []byte, multi bool, lim limits) (engine.TakeRequest, time.D
 	if err != nil {
 		return engine.TakeRequest{}, 0, err
 	}
+	req, wait := readTake(o, multi, multi, lim)
+	return req, wait, o.err
+}
+
+// readTake reads a take's fields: queues only when multi, and required
+// then unless optional (an ack's take defaults to the acked job's queue).
+func readTake(o *object, multi, required bool, lim limits) (engine.TakeRequest, time.Duration) {
 	if multi {
 		o.allow("queues", "max", "ttr", "wait")
 	} else {
@@ -247,7 +314,7 @@ func decodeTake(body []byte, multi bool, lim limits) (engine.TakeRequest, time.D
 	var req engine.TakeRequest
 	if multi {
 		qs, ok := o.strList("queues")
-		if o.err == nil && (!ok || len(qs) == 0) {
+		if o.err == nil && (ok || required) && len(qs) == 0 {
 			o.fail("queues", "missing: list at least one queue")
 		}
 		if o.err == nil && len(qs) > engine.MaxTakeQueues {
@@ -261,7 +328,7 @@ func decodeTake(body []byte, multi bool, lim limits) (engine.TakeRequest, time.D
 	req.Max = o.intRange("max", 1, engine.MaxTake, 1)
 	req.TTR = o.optDuration("ttr")
 	wait := o.wait(lim.maxWait)
-	return req, wait, o.err
+	return req, wait
 }
 
 func decodeUpdate(body []byte, lim limits) (engine.UpdateRequest, error) {

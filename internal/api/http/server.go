@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -164,6 +165,7 @@ func (s *Server) registerMain() {
 	m.handle("POST /v1/ns/{ns}/queues/{q}/jobs/{id}/bury", scopeNamespace, s.bury)
 	m.handle("GET /v1/ns/{ns}/queues/{q}/jobs/{id}/result", scopeNamespace, s.result)
 	m.handle("POST /v1/ns/{ns}/queues/{q}/take", scopeNamespace, s.take)
+	m.handle("POST /v1/ns/{ns}/queues/{q}/ack", scopeNamespace, s.ackBatch)
 	m.handle("POST /v1/ns/{ns}/take", scopeNamespace, s.take)
 	m.handle("POST /v1/ns/{ns}/queues/{q}/call", scopeNamespace, s.call)
 	m.handle("POST /v1/ns/{ns}/queues/{q}/dead/respawn", scopeNamespace, s.respawn)
@@ -198,10 +200,46 @@ func (s *Server) registerAdmin() {
 	}
 }
 
+// exactBodyMax bounds the buffer readBody sizes from Content-Length alone,
+// so a client that announces a body and sends none holds at most this much
+// (io.ReadAll grows only with what arrives).
+const exactBodyMax = 4 << 10
+
+// readKnown reads a body of n announced bytes to its EOF into a buffer of
+// n+1 (the spare byte holds the read that sees the EOF).
+func readKnown(rd io.Reader, n int64) ([]byte, error) {
+	buf := make([]byte, n+1)
+	m := 0
+	for {
+		k, err := rd.Read(buf[m:])
+		m += k
+		switch {
+		case err == io.EOF && int64(m) != n:
+			return nil, fmt.Errorf("body of %d bytes, its Content-Length says %d", m, n)
+		case err == io.EOF:
+			return buf[:m], nil
+		case err != nil:
+			return nil, err
+		case m == len(buf):
+			return nil, fmt.Errorf("body longer than its Content-Length %d", n)
+		}
+	}
+}
+
 // readBody reads a request body up to MaxBody. Nothing is decoded before
 // the whole body is in, so an oversized body costs at most MaxBody bytes.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var body []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n <= s.maxBody && n <= exactBodyMax {
+		// The length is known: one buffer of that size instead of
+		// io.ReadAll's growing ones. Reading goes on to the EOF (net/http
+		// ends the body at n bytes), as io.ReadAll does: net/http learns
+		// only then that the body is done.
+		body, err = readKnown(r.Body, n)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

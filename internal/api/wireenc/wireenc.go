@@ -15,7 +15,10 @@ import (
 )
 
 // Time formats an answer-side time.
-func Time(t time.Time) string { return t.UTC().Format(wire.TimeLayout) }
+func Time(t time.Time) string {
+	var b [32]byte
+	return string(appendTime(b[:0], t))
+}
 
 // OptTime gives "" for the zero time so omitempty drops the field.
 func OptTime(t time.Time) string {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
@@ -56,9 +57,11 @@ func decodeCommand(frame []byte) (command, error) {
 	if len(frame) == 0 || frame[0] != '{' || !json.Valid(frame) {
 		return cmd, badRequest("a command is a JSON object: {\"id\":1,\"<op>\":{...}}")
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(frame, &m); err != nil {
-		return cmd, badRequest("invalid command: %v", err)
+	m, ok := wireenc.SplitObject(frame) // without reflection: every command comes here
+	if !ok {
+		if err := json.Unmarshal(frame, &m); err != nil {
+			return cmd, badRequest("invalid command: %v", err)
+		}
 	}
 	rawID, ok := m["id"]
 	if !ok {
@@ -241,6 +244,75 @@ type putBody struct {
 	ReplyTo        string            `json:"reply_to"`
 	IdempotencyKey string            `json:"idempotency_key"`
 	Notify         string            `json:"notify"`
+}
+
+// decodePutBody reads a put command's body. The common body (known
+// fields, strings without escapes, a payload) is read from its members
+// directly; anything else goes through decodeBody, which gives the same
+// result and every error message.
+func decodePutBody(raw json.RawMessage, b *putBody) error {
+	if fastPutBody(raw, b) {
+		return nil
+	}
+	*b = putBody{}
+	return decodeBody(raw, b)
+}
+
+// fastPutBody fills b from a body of only plain string fields and a
+// non-null payload, as encoding/json would; false (b partly filled) for
+// any other body.
+func fastPutBody(raw json.RawMessage, b *putBody) bool {
+	m, ok := wireenc.SplitObject(trimSpace(raw))
+	if !ok {
+		return false
+	}
+	for k, v := range m {
+		var dst *string
+		switch k {
+		case "payload":
+			if string(v) == "null" {
+				return false
+			}
+			b.Payload = append(json.RawMessage(nil), v...)
+			continue
+		case "namespace":
+			dst = &b.Namespace
+		case "queue":
+			dst = &b.Queue
+		case "id":
+			dst = &b.ID
+		case "key":
+			dst = &b.Key
+		case "reply_to":
+			dst = &b.ReplyTo
+		case "idempotency_key":
+			dst = &b.IdempotencyKey
+		case "notify":
+			dst = &b.Notify
+		default:
+			return false
+		}
+		s, ok := plainString(v)
+		if !ok {
+			return false
+		}
+		*dst = s
+	}
+	return true
+}
+
+// plainString is a JSON string without escapes, controls or non-ASCII
+// bytes, whose value is its bytes between the quotes.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(v[1 : len(v)-1]), true
 }
 
 // decodeBody reads a command's body into v; an absent or null body is an

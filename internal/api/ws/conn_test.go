@@ -190,3 +190,27 @@ func TestExpiryBeyondUnixNano(t *testing.T) {
 		t.Fatalf("a token valid until year 3000 expires in %v", d)
 	}
 }
+
+// TestNextWriteDeadline: a write always has at least nine tenths of the
+// write timeout; the deadline is only moved when it would have less.
+func TestNextWriteDeadline(t *testing.T) {
+	const timeout = 10 * time.Second
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	d, set := nextWriteDeadline(time.Time{}, t0, timeout)
+	if !set || !d.Equal(t0.Add(timeout)) {
+		t.Fatalf("first write: %v %v", d, set)
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		set   bool
+	}{{0, false}, {time.Second, false}, {time.Second + time.Nanosecond, true}, {time.Hour, true}} {
+		now := t0.Add(tc.after)
+		got, set := nextWriteDeadline(d, now, timeout)
+		if set != tc.set {
+			t.Fatalf("after %v: set %v, want %v", tc.after, set, tc.set)
+		}
+		if left := got.Sub(now); left < timeout-timeout/10 || left > timeout {
+			t.Fatalf("after %v: the write gets %v", tc.after, left)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func (c *conn) queueCommand(cmd command) {
 		// In order, like publish: a producer's puts land in the order it
 		// sent them.
 		var b putBody
-		if err := decodeBody(cmd.Body, &b); err != nil {
+		if err := decodePutBody(cmd.Body, &b); err != nil {
 			c.replyError(cmd.ID, err)
 			return
 		}

@@ -163,8 +163,8 @@ func (m *matrix) targetsOf(scenario string) []string {
 // measured next to each other in the A/B/A/B order.
 func WriteMarkdown(w io.Writer, rs []bench.Result, base string) {
 	m := group(rs)
-	fmt.Fprintf(w, "| scenario | conns | target | reps | jobs/s | p50 ms | p90 ms | p99 ms | max ms | errors | %s ÷ target |\n", base)
-	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| scenario | conns | target | reps | jobs/s | p50 ms | p90 ms | p99 ms | max ms | errors | server cpu µs/op | %s ÷ target |\n", base)
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, sc := range m.scenarios {
 		for _, n := range m.conns(sc) {
 			b := m.find(sc, base, n)
@@ -189,11 +189,21 @@ func WriteMarkdown(w io.Writer, rs []bench.Result, base string) {
 				for _, r := range c.runs {
 					errs += r.Errors
 				}
-				fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.2f | %.2f | %.2f | %.1f | %d | %s |\n",
+				cpu := "n/a" // a server not on this host, or unreadable
+				var cpus []float64
+				for _, r := range c.runs {
+					if r.ServerCPUUsPerOp > 0 {
+						cpus = append(cpus, r.ServerCPUUsPerOp)
+					}
+				}
+				if len(cpus) > 0 {
+					cpu = fmt.Sprintf("%.1f", median(cpus))
+				}
+				fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.2f | %.2f | %.2f | %.1f | %d | %s | %s |\n",
 					sc, n, t, len(c.runs), c.median(func(r bench.Result) float64 { return r.JobsPerSec }),
 					c.median(func(r bench.Result) float64 { return r.P50MS }), c.median(func(r bench.Result) float64 { return r.P90MS }),
 					c.median(func(r bench.Result) float64 { return r.P99MS }), c.median(func(r bench.Result) float64 { return r.MaxMS }),
-					errs, ratio)
+					errs, cpu, ratio)
 			}
 		}
 	}

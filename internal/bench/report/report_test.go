@@ -77,7 +77,8 @@ func TestPlot(t *testing.T) {
 	var md strings.Builder
 	report.WriteMarkdown(&md, rs, "chronoq-http")
 	rows := strings.Count(md.String(), "\n") - 2
-	if rows != 8 || !strings.Contains(md.String(), "| put | 2 | other | 1 |") || !strings.Contains(md.String(), "×") {
+	if rows != 8 || !strings.Contains(md.String(), "| put | 2 | other | 1 |") || !strings.Contains(md.String(), "×") ||
+		!strings.Contains(md.String(), "| server cpu µs/op |") {
 		t.Fatalf("markdown table with %d rows:\n%s", rows, md.String())
 	}
 }
