@@ -191,7 +191,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	if !isNew {
 		j := e.jobs.get(slot)
 		oldKey = j.key
-		if x := e.ext[slot]; x != nil {
+		if x, ok := e.ext(slot); ok {
 			oldTags = x.tags
 		}
 		oldPhase := e.phaseOf(slot)
@@ -205,14 +205,14 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 
 	j := e.jobs.get(slot)
+	// read before the flags below are replaced (they say whether it exists)
+	x, _ := e.ext(slot)
 	if !isNew {
 		e.trackBlob(j.payload, -1)
-		if x := e.ext[slot]; x != nil {
-			e.trackBlob(x.result, -1)
-		}
+		e.trackBlob(x.result, -1)
 	}
-	j.seq = img.Seq
-	j.at = img.At
+	j.setSeq(img.Seq)
+	j.setAt(img.At)
 	j.prio = img.Prio
 	j.ttr = img.TTR
 	j.queue = q.idx
@@ -238,10 +238,6 @@ func (e *Engine) applyJob(img *JobImage) {
 	// reservations, and counters records carry it.
 
 	// ext: everything rare.
-	x := e.ext[slot]
-	if x == nil {
-		x = &jobExt{}
-	}
 	oldExpire := x.expire
 	if !k.isULID {
 		x.clientID = img.ID
@@ -266,18 +262,13 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 	e.trackBlob(j.payload, 1)
 	e.trackBlob(x.result, 1)
-	if x.empty() {
-		delete(e.ext, slot)
-	} else {
-		e.ext[slot] = x
-		j.flags |= fHasExt
-	}
+	e.setExt(slot, &x)
 	if isNew {
 		e.ids.insert(e, slot)
 		e.seqs.insert(e, slot)
 	}
 	if x.expire != 0 && (isNew || x.expire != oldExpire) {
-		e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seq})
+		e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seqNo()})
 	}
 
 	if j.key != 0 && inChain(img.Phase) && !keepChain {
@@ -315,9 +306,9 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		NS:      q.ns.name,
 		Queue:   q.name,
 		ID:      e.jobID(slot),
-		Seq:     j.seq,
+		Seq:     j.seqNo(),
 		Phase:   e.phaseOf(slot),
-		At:      j.at,
+		At:      j.atMS(),
 		Created: e.created(slot),
 		Prio:    j.prio,
 		TTR:     j.ttr,
@@ -327,7 +318,7 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		Key:     e.keys.names[j.key],
 		Payload: refBlob(j.payload),
 	}
-	if x := e.ext[slot]; x != nil {
+	if x, ok := e.ext(slot); ok {
 		img.Expire = x.expire
 		img.Tags = x.tags
 		img.ReplyTo, img.Cron, img.LastError, img.Notify = x.replyTo, x.cron, x.lastError, x.notify

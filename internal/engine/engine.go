@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"io"
 	mrand "math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -94,7 +95,7 @@ type Engine struct {
 
 	jobs slab
 	ids  slotTable[idHasher]
-	ext  map[uint32]*jobExt
+	exts extStore
 	resv map[uint32]resvInfo
 
 	nss    map[string]*namespace
@@ -148,7 +149,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		sink:     opts.Sink,
 		ids:      newIDTable(),
-		ext:      make(map[uint32]*jobExt),
+		exts:     newExtStore(),
 		resv:     make(map[uint32]resvInfo),
 		nss:      make(map[string]*namespace),
 		delayed:  slotHeap{ord: byActivation},
@@ -273,11 +274,11 @@ func (e *Engine) jobID(slot uint32) string {
 	if j.flags&fULID != 0 {
 		return ulid.ULID(j.id).String()
 	}
-	return e.ext[slot].clientID
+	return strings.Clone(e.exts.clientID(slot))
 }
 
 func (e *Engine) created(slot uint32) int64 {
-	if x := e.ext[slot]; x != nil && x.created != 0 {
+	if x, _ := e.ext(slot); x.created != 0 {
 		return x.created
 	}
 	j := e.jobs.get(slot)

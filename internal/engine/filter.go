@@ -59,8 +59,8 @@ func (e *Engine) matches(slot uint32, f *Filter, mask uint8) bool {
 		return false
 	}
 	if len(f.Tags) > 0 {
-		x := e.ext[slot]
-		if x == nil {
+		x, ok := e.ext(slot)
+		if !ok {
 			return false
 		}
 		for k, v := range f.Tags {

@@ -26,11 +26,11 @@ func (e *Engine) less(h *slotHeap, a, b uint32) bool {
 		}
 		fallthrough
 	case byActivation:
-		if ja.at != jb.at {
-			return ja.at < jb.at
+		if ja.atMS() != jb.atMS() {
+			return ja.atMS() < jb.atMS()
 		}
 	}
-	return ja.seq < jb.seq
+	return ja.seqNo() < jb.seqNo()
 }
 
 func (e *Engine) hpush(h *slotHeap, slot uint32) {
@@ -169,7 +169,7 @@ func (e *Engine) tless(h *timeHeap, i, j int) bool {
 	if h.s[i].t != h.s[j].t {
 		return h.s[i].t < h.s[j].t
 	}
-	return e.jobs.get(h.s[i].slot).seq < e.jobs.get(h.s[j].slot).seq
+	return e.jobs.get(h.s[i].slot).seqNo() < e.jobs.get(h.s[j].slot).seqNo()
 }
 
 func (e *Engine) tswap(h *timeHeap, i, j int) {

@@ -71,7 +71,7 @@ func (e *Engine) slotKey(slot uint32) idKey {
 	if j.flags&fULID != 0 {
 		return idKey{isULID: true, u: j.id}
 	}
-	return idKey{s: e.ext[slot].clientID}
+	return idKey{s: e.exts.clientID(slot)}
 }
 
 func (e *Engine) slotMatches(slot, queue uint32, k *idKey) bool {
@@ -82,7 +82,7 @@ func (e *Engine) slotMatches(slot, queue uint32, k *idKey) bool {
 	if k.isULID {
 		return j.flags&fULID != 0 && j.id == k.u
 	}
-	return j.flags&fULID == 0 && e.ext[slot].clientID == k.s
+	return j.flags&fULID == 0 && e.exts.clientID(slot) == k.s
 }
 
 func (e *Engine) idLookup(queue uint32, k *idKey) uint32 {

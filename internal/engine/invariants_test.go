@@ -17,8 +17,8 @@ func (e *Engine) checkInvariants() error {
 			err = fmt.Errorf("slot %d: queue %d gone", slot, j.queue)
 			return
 		}
-		if got := e.seqLookup(j.seq); got != slot {
-			err = fmt.Errorf("slot %d: seq %d lookup gives %d", slot, j.seq, got)
+		if got := e.seqLookup(j.seqNo()); got != slot {
+			err = fmt.Errorf("slot %d: seq %d lookup gives %d", slot, j.seqNo(), got)
 			return
 		}
 		k := e.slotKey(slot)
@@ -77,7 +77,7 @@ func (e *Engine) checkInvariants() error {
 				if j.state == StateNone || j.key != key || j.queue != q.idx {
 					return fmt.Errorf("chain %s/%s holds slot %d in state %s key %d", q.name, e.keys.names[key], s, j.state, j.key)
 				}
-				if i > 0 && e.jobs.get(live[i-1]).seq >= j.seq {
+				if i > 0 && e.jobs.get(live[i-1]).seqNo() >= j.seqNo() {
 					return fmt.Errorf("chain %s/%s out of order", q.name, e.keys.names[key])
 				}
 				if j.state == StateReserved {
@@ -97,7 +97,7 @@ func (e *Engine) checkInvariants() error {
 		if j.payload.Len > 0 {
 			scan[j.payload.Segment] += int64(j.payload.Len)
 		}
-		if x := e.ext[slot]; x != nil && x.result.Len > 0 {
+		if x, ok := e.ext(slot); ok && x.result.Len > 0 {
 			scan[x.result.Segment] += int64(x.result.Len)
 		}
 	})

@@ -131,6 +131,7 @@ func TestModelRandomized(t *testing.T) {
 	if testing.Short() {
 		seeds = 50
 	}
+	fmt.Sscan(getenv("CHRONOQ_MODEL_SEEDS"), &seeds)
 	for seed := 0; seed < seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, uint64(seed), steps) })
 	}

@@ -214,6 +214,10 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		}
 		id = u.String()
 	}
+	if e.seq+uint64(plan.n) >= MaxSeq {
+		// a job record holds 48 bits of sequence number (slab.go)
+		return out, errf(CodeUnavailable, "the server has handed out its last job sequence number (%d)", uint64(MaxSeq))
+	}
 	plan.n++
 	r := e.ent.add()
 	r.Kind = KindJob
@@ -259,7 +263,7 @@ func nonNil(b []byte) []byte {
 
 func (e *Engine) putResultOf(q *queue, slot uint32, dup bool) PutResult {
 	j := e.jobs.get(slot)
-	return PutResult{ID: e.jobID(slot), Seq: j.seq, State: j.state, ActivateAt: fromMS(e.activateAt(slot)), Duplicate: dup}
+	return PutResult{ID: e.jobID(slot), Seq: j.seqNo(), State: j.state, ActivateAt: fromMS(e.activateAt(slot)), Duplicate: dup}
 }
 
 // activateAt is the job's activation time as the API shows it (a reserved
@@ -268,7 +272,7 @@ func (e *Engine) activateAt(slot uint32) int64 {
 	if r, ok := e.resv[slot]; ok {
 		return r.origAt
 	}
-	return e.jobs.get(slot).at
+	return e.jobs.get(slot).atMS()
 }
 
 // dupByID answers a duplicate idempotency key: the original job if it still
@@ -366,7 +370,7 @@ func (e *Engine) putResults(outs []planned) []PutResult {
 			k := makeIDKey(p.id)
 			slot := e.idLookup(q.idx, &k)
 			j := e.jobs.get(slot)
-			res[i] = PutResult{ID: p.id, Seq: j.seq, State: j.state, ActivateAt: fromMS(j.at)}
+			res[i] = PutResult{ID: p.id, Seq: j.seqNo(), State: j.state, ActivateAt: fromMS(j.atMS())}
 		}
 	}
 	return res

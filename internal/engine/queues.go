@@ -231,9 +231,9 @@ func (e *Engine) info(q *queue) QueueInfo {
 		qi.PausedUntil = fromMS(q.pausedUntil)
 	}
 	if len(q.ready.s) > 0 {
-		oldest := e.jobs.get(q.ready.s[0]).at
+		oldest := e.jobs.get(q.ready.s[0]).atMS()
 		for _, s := range q.ready.s {
-			oldest = min(oldest, e.jobs.get(s).at)
+			oldest = min(oldest, e.jobs.get(s).atMS())
 		}
 		if age := e.now - oldest; age > 0 {
 			qi.OldestReadyAge = time.Duration(age) * time.Millisecond

@@ -24,9 +24,9 @@ func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int
 		if j.state == StateNone {
 			continue
 		}
-		x := e.ext[slot]
+		x, _ := e.ext(slot)
 		inPayload := j.payload.Len > 0 && j.payload.Segment == seg
-		inResult := x != nil && x.result.Len > 0 && x.result.Segment == seg
+		inResult := x.result.Len > 0 && x.result.Segment == seg
 		if !inPayload && !inResult {
 			continue
 		}

@@ -4,7 +4,7 @@ package engine
 // (docs/architecture.md): fixed-size, pointer-free job records in chunked slabs,
 // addressed by a uint32 slot. Everything a job needs on the hot path lives
 // here; rarely used fields (tags, reply_to, cron, client ids, results, ...)
-// live in the ext map, paid for only by jobs that use them.
+// live encoded in the ext arena (ext.go), paid for only by jobs that use them.
 
 const (
 	chunkBits = 16
@@ -22,11 +22,16 @@ const (
 	fResultJSON
 )
 
-// job is one slab entry: 72 bytes, no pointers.
+// job is one slab entry: 68 bytes, no pointers, 4-byte aligned so no
+// padding. seq and activate_at are 48-bit (seqNo, atMS): enough for 2^48
+// puts and for activation times within ±4,000 years of 1970, which the put
+// path refuses to exceed (MaxSeq, validate.go's time bounds).
 type job struct {
 	id      [16]byte // binary ULID when fULID
-	seq     uint64   // enqueue order; also the beanstalkd id
-	at      int64    // activate_at, unix ms
+	seqLo   uint32   // enqueue order, low bits; also the beanstalkd id
+	atLo    uint32   // activate_at, unix ms, low bits
+	seqHi   uint16
+	atHi    int16
 	prio    uint32
 	ttr     uint32 // ms
 	queue   uint32 // index into Engine.queues
@@ -38,6 +43,17 @@ type job struct {
 	state   State
 	flags   uint8
 }
+
+// MaxSeq is the largest enqueue sequence number a job record holds.
+const MaxSeq = 1<<48 - 1
+
+func (j *job) seqNo() uint64 { return uint64(j.seqHi)<<32 | uint64(j.seqLo) }
+
+func (j *job) setSeq(v uint64) { j.seqLo, j.seqHi = uint32(v), uint16(v>>32) }
+
+func (j *job) atMS() int64 { return int64(j.atHi)<<32 | int64(j.atLo) }
+
+func (j *job) setAt(v int64) { j.atLo, j.atHi = uint32(v), int16(v>>32) }
 
 // jobExt holds what most jobs do not have.
 type jobExt struct {

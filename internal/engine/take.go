@@ -151,7 +151,7 @@ func (e *Engine) checkReceipt(slot uint32, id, receipt string, any bool) error {
 	if receipt == "" {
 		return badf("receipt", "required: the receipt from the take that reserved the job")
 	}
-	if receipt != formatReceipt(j.seq, e.resv[slot].nonce) {
+	if receipt != formatReceipt(j.seqNo(), e.resv[slot].nonce) {
 		return errf(CodeConflict, "receipt does not match the current reservation of job %q (it expired or the job was taken again)", id)
 	}
 	return nil

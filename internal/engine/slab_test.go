@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"testing"
+	"unsafe"
+)
+
+func TestJobRecordPacking(t *testing.T) {
+	if s := unsafe.Sizeof(job{}); s != 68 {
+		t.Fatalf("job record is %d bytes, want 68", s)
+	}
+	var j job
+	for _, v := range []uint64{0, 1, 1<<32 - 1, 1 << 32, MaxSeq} {
+		j.setSeq(v)
+		if j.seqNo() != v {
+			t.Fatalf("seq %d came back as %d", v, j.seqNo())
+		}
+	}
+	for _, v := range []int64{0, -1, 1<<31 - 1, 1 << 31, 1<<32 + 5, 1<<47 - 1, -(1 << 47)} {
+		j.setAt(v)
+		if j.atMS() != v {
+			t.Fatalf("at %d came back as %d", v, j.atMS())
+		}
+	}
+}
+
+// The last sequence number a record can hold is handed out; the next put
+// is refused with a clear error and changes nothing.
+func TestPutBeyondLastSequenceNumberRefused(t *testing.T) {
+	f := newFixture(t)
+	f.e.seq = MaxSeq - 1
+	r := f.put("q", PutRequest{})
+	if r.Seq != MaxSeq {
+		t.Fatalf("seq %d, want %d", r.Seq, uint64(MaxSeq))
+	}
+	if j, err := f.e.JobBySeq(f.now, "default", MaxSeq); err != nil || j.ID != r.ID {
+		t.Fatalf("by seq: %+v %v", j, err)
+	}
+	_, err := f.e.Put(f.now, "default", "q", PutRequest{})
+	wantCode(t, err, CodeUnavailable, "")
+	if n := f.e.Jobs(); n != 1 {
+		t.Fatalf("%d jobs after the refused put", n)
+	}
+}
