@@ -63,6 +63,7 @@ func (b *Broker) recover() error {
 		return fmt.Errorf("broker: recover: %w", err)
 	}
 	b.eng.Advance(b.now())
+	b.eng.SetMaxJobs(b.opts.MaxJobs)
 	b.snap.init(b, report)
 	b.recovered = report
 	b.lg.Info("recovered", "snapshot", loaded, "records", report.Records, "segments", report.Segments,

@@ -51,7 +51,7 @@ func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResul
 		}
 	}
 
-	plan := putPlan{multi: true}
+	plan := putPlan{multi: true, ofAck: true}
 	var nextOut planned
 	if req.Next != nil {
 		t, err := e.resolveTarget(ns, req.Next.Queue, &plan)

@@ -131,6 +131,7 @@ type Engine struct {
 	tmp          []uint32
 	events       eventLog
 	reserveLimit int
+	maxJobs      uint64 // 0: no limit (SetMaxJobs)
 	chans        map[chanKey]*durableChan
 }
 
@@ -172,6 +173,12 @@ func New(opts Options) *Engine {
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e
 }
+
+// SetMaxJobs bounds the jobs the engine holds in any state: a put that
+// would go beyond is refused (CodeQueueFull) instead of growing the
+// process until the kernel kills it. Replay is never refused, so a lower
+// limit than the jobs already held only stops new puts. 0: no limit.
+func (e *Engine) SetMaxJobs(n uint64) { e.maxJobs = n }
 
 // SetSink replaces the sink (the broker installs the log after replay).
 func (e *Engine) SetSink(s Sink) { e.sink = s }

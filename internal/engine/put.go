@@ -56,6 +56,10 @@ type putPlan struct {
 	count   map[string]int // target → jobs this entry adds
 	n       int
 	multi   bool // the entry may put more than one job: track them
+	// ofAck: the jobs follow from an ack (next, reply) and are not held to
+	// the node's job budget — they mostly replace the acked job, and
+	// refusing them would stall a pipeline at capacity.
+	ofAck bool
 }
 
 func (t *target) key() string { return t.ns + "\x00" + t.name + "\x00" }
@@ -200,6 +204,10 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		if n >= t.cfg.MaxJobs {
 			return out, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("queue %q is full: max_jobs is %d", t.name, t.cfg.MaxJobs)}
 		}
+	}
+
+	if e.maxJobs > 0 && !plan.ofAck && uint64(e.jobs.live)+uint64(plan.n) >= e.maxJobs {
+		return out, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("the server is full: it holds its maximum of %d jobs (--max-jobs)", e.maxJobs)}
 	}
 
 	id := req.ID

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -41,4 +42,35 @@ func TestPutBeyondLastSequenceNumberRefused(t *testing.T) {
 	if n := f.e.Jobs(); n != 1 {
 		t.Fatalf("%d jobs after the refused put", n)
 	}
+}
+
+// A node-wide job budget refuses the put that would exceed it — alone, in
+// a batch, or as an ack's next job — with a clear error and no change, and
+// frees up as jobs leave.
+func TestMaxJobsRefusesPutsBeyondTheBudget(t *testing.T) {
+	f := newFixture(t)
+	f.e.SetMaxJobs(3)
+	f.put("a", PutRequest{})
+	f.put("b", PutRequest{})
+	_, err := f.e.PutBatch(f.now, "default", "a", []PutRequest{{}, {}})
+	wantCode(t, err, CodeQueueFull, "")
+	if !strings.Contains(err.Error(), "maximum of 3 jobs") {
+		t.Fatalf("error does not name the limit: %v", err)
+	}
+	if n := f.e.Jobs(); n != 2 {
+		t.Fatalf("%d jobs after a refused batch, want 2", n)
+	}
+	f.put("a", PutRequest{})
+	_, err = f.e.Put(f.now, "default", "b", PutRequest{})
+	wantCode(t, err, CodeQueueFull, "")
+
+	// an ack's next job is not refused (it replaces the acked one)
+	j := f.take1("a")
+	f.ack(j, AckRequest{Next: &NextPut{Queue: "c", Put: PutRequest{}}})
+	if n := f.e.Jobs(); n != 3 {
+		t.Fatalf("%d jobs after ack+next, want 3", n)
+	}
+	// raising the limit (or lifting it) lets puts in again
+	f.e.SetMaxJobs(0)
+	f.put("b", PutRequest{})
 }

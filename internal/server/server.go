@@ -64,6 +64,9 @@ type Config struct {
 	SyncInterval  time.Duration // under wal.SyncInterval
 	SegmentSize   int64
 	ForceRecovery bool
+	// MaxJobs bounds the jobs the node holds; a put beyond is refused
+	// (queue_full) rather than running the process out of memory. 0: none.
+	MaxJobs uint64
 
 	// AdminToken is required by the admin API and accepted by every
 	// namespace. It (or a namespace token) is what allows listening
@@ -192,7 +195,7 @@ func New(cfg Config) (s *Server, err error) {
 		ForceRecovery: cfg.ForceRecovery, Logger: lg}
 	var b *broker.Broker
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
-	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: m, Clock: cfg.Clock})
+	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: m, Clock: cfg.Clock, MaxJobs: cfg.MaxJobs})
 	if err != nil {
 		return nil, err
 	}
