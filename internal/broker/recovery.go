@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -186,11 +187,14 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 		return nil, wal.Position{}, err
 	}
 	defer r.Close()
-	// Decoding and applying overlap: one goroutine reads and decodes the
-	// next entries while this one applies, which keeps both cores busy.
+	// Reading and applying overlap: one goroutine reads (and checks) the
+	// next items, decoding the entries of older snapshots, while this one
+	// applies, which keeps both cores busy. Job chunks need no decoding:
+	// the engine copies their records into its slab (engine/snapchunk.go).
 	type decoded struct {
-		ent *engine.Entry
-		err error
+		ent   *engine.Entry
+		chunk []byte
+		err   error
 	}
 	ch := make(chan decoded, 4)
 	stop := make(chan struct{})
@@ -203,10 +207,15 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 				return
 			}
 			var d decoded
-			if err != nil {
+			switch {
+			case err != nil:
 				d.err = err
-			} else if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
-				d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
+			case engine.IsChunk(item):
+				d.chunk = bytes.Clone(item) // the reader reuses its buffer
+			default:
+				if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
+					d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
+				}
 			}
 			select {
 			case ch <- d:
@@ -229,6 +238,12 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 	for d := range ch {
 		if d.err != nil {
 			return nil, wal.Position{}, d.err
+		}
+		if d.chunk != nil {
+			if err := eng.LoadItem(d.chunk); err != nil {
+				return nil, wal.Position{}, fmt.Errorf("snapshot %s: %w", path, err)
+			}
+			continue
 		}
 		eng.Apply(d.ent)
 	}

@@ -20,6 +20,7 @@ type snapshotter struct {
 	lastErr time.Time
 	sealing chan error // the background commit of a finished snapshot
 	started time.Time
+	buf     []byte // the item being written (Writer.Add copies it)
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
@@ -64,15 +65,16 @@ func (s *snapshotter) step(b *Broker) {
 	}
 	start := time.Now()
 	for time.Since(start) < snapTurnBudget {
-		ent := s.iter.Next(snapChunk)
-		if ent == nil {
+		item, ok := s.iter.NextItem(s.buf[:0], snapChunk)
+		s.buf = item
+		if !ok {
 			w := s.w
 			s.iter, s.w = nil, nil
 			s.sealing = make(chan error, 1)
 			go func() { _, err := w.Commit(); s.sealing <- err }()
 			return
 		}
-		if err := s.w.Add(ent.Encode(nil)); err != nil {
+		if err := s.w.Add(item); err != nil {
 			s.abort(b, err)
 			return
 		}
@@ -152,8 +154,13 @@ func (s *snapshotter) final(b *Broker, _ time.Time) error {
 			return err
 		}
 	}
-	for ent := s.iter.Next(snapChunk); ent != nil; ent = s.iter.Next(snapChunk) {
-		if err := s.w.Add(ent.Encode(nil)); err != nil {
+	for {
+		item, ok := s.iter.NextItem(s.buf[:0], snapChunk)
+		s.buf = item
+		if !ok {
+			break
+		}
+		if err := s.w.Add(item); err != nil {
 			s.w.Abort()
 			return fmt.Errorf("snapshot: %w", err)
 		}

@@ -97,6 +97,85 @@ func (s *extStore) set(slot uint32, x *jobExt) {
 	s.live += need
 }
 
+// setRaw stores an encoded entry (from a snapshot; validExt checked it).
+func (s *extStore) setRaw(slot uint32, b []byte) {
+	s.del(slot)
+	need := entrySize(len(b))
+	last := len(s.chunks) - 1
+	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < need {
+		s.chunks = append(s.chunks, make([]byte, 0, max(extChunkSize, need)))
+		last++
+	}
+	off := len(s.chunks[last])
+	s.chunks[last] = append(binary.AppendUvarint(s.chunks[last], uint64(len(b))), b...)
+	s.refs[slot] = uint64(last)<<32 | uint64(off)
+	s.live += need
+}
+
+// validExt reports whether b is a well-formed encoded entry, walking it
+// with every length checked (decode trusts them).
+func validExt(b []byte) bool {
+	bits, k := binary.Uvarint(b)
+	if k <= 0 || bits >= uint64(xCounters)<<1 || bits == 0 {
+		return false
+	}
+	b = b[k:]
+	ok := true
+	uv := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			ok = false
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	sv := func() {
+		if _, n := binary.Varint(b); n <= 0 {
+			ok = false
+		} else {
+			b = b[n:]
+		}
+	}
+	str := func() {
+		n := uv()
+		if !ok || n > uint64(len(b)) {
+			ok = false
+			return
+		}
+		b = b[n:]
+	}
+	for bit := uint32(1); bit <= xCounters && ok; bit <<= 1 {
+		if uint32(bits)&bit == 0 {
+			continue
+		}
+		switch bit {
+		case xClientID, xReplyTo, xCron, xNotify, xLastError:
+			str()
+		case xCreated, xExpire, xRetainResult, xRetainUntil:
+			sv()
+		case xTags:
+			n := uv()
+			if !ok || n > uint64(len(b)) || n%2 != 0 {
+				return false
+			}
+			for i := uint64(0); i < n && ok; i++ {
+				str()
+			}
+		case xResult:
+			uv()
+			uv()
+			uv()
+		case xCounters:
+			uv()
+			uv()
+			uv()
+			uv()
+		}
+	}
+	return ok && len(b) == 0
+}
+
 // del forgets slot's entry.
 func (s *extStore) del(slot uint32) {
 	b := s.entry(slot)
