@@ -107,5 +107,27 @@ func (e *Engine) checkInvariants() error {
 	if e.ids.n != e.jobs.live {
 		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
 	}
+	// the rare-field arena: an entry exactly for the jobs flagged with
+	// one, and its byte accounting right
+	withExt, live := 0, 0
+	e.forEachJob(func(slot uint32, j *job) {
+		b := e.exts.entry(slot)
+		if (j.flags&fHasExt != 0) != (b != nil) && err == nil {
+			err = fmt.Errorf("slot %d: ext flag %v, entry %v", slot, j.flags&fHasExt != 0, b != nil)
+		}
+		if b != nil {
+			withExt++
+			live += entrySize(len(b))
+			if !validExt(b) && err == nil {
+				err = fmt.Errorf("slot %d: malformed ext entry", slot)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if withExt != e.exts.len() || live != e.exts.live {
+		return fmt.Errorf("ext arena holds %d entries (%d live bytes), jobs have %d (%d bytes)", e.exts.len(), e.exts.live, withExt, live)
+	}
 	return nil
 }
