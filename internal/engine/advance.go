@@ -79,14 +79,14 @@ func (e *Engine) advanceTo(t int64) {
 		switch kind {
 		case evActivate:
 			slot := e.delayed.s[0]
-			q := e.queues[e.jobs.get(slot).queue]
+			q := e.queues[e.jq(e.jobs.get(slot))]
 			e.unplace(q, slot)
 			e.ripen(q, slot)
 		case evReservation:
 			e.expireReservation(e.reserved.s[0].slot)
 		case evRetention:
 			slot := e.completed.s[0].slot
-			e.deleteJob(e.queues[e.jobs.get(slot).queue], slot)
+			e.deleteJob(e.queues[e.jq(e.jobs.get(slot))], slot)
 		case evTTL:
 			ent := heap.Pop(&e.ttl).(ttlEnt)
 			j := e.jobs.get(ent.slot)
@@ -99,7 +99,7 @@ func (e *Engine) advanceTo(t int64) {
 			}
 			switch j.state {
 			case StateDelayed, StateReady, StateBlocked:
-				q := e.queues[j.queue]
+				q := e.queues[e.jq(j)]
 				e.noteNow(q, ent.slot, EventExpired, "", StateGone)
 				e.deleteJob(q, ent.slot)
 				e.stats.Expired++
@@ -134,7 +134,7 @@ func (e *Engine) advanceTo(t int64) {
 // its tries are used up, or away if its TTL passed meanwhile.
 func (e *Engine) expireReservation(slot uint32) {
 	j := e.jobs.get(slot)
-	q := e.queues[j.queue]
+	q := e.queues[e.jq(j)]
 	r := e.resv[slot]
 	if x, _ := e.ext(slot); x.expire != 0 && x.expire <= r.until {
 		e.noteNow(q, slot, EventExpired, "", StateGone)

@@ -160,7 +160,7 @@ func (e *Engine) configure(q *queue, cfg QueueConfig) {
 func (e *Engine) purge(q *queue) {
 	var slots []uint32
 	e.forEachJob(func(slot uint32, j *job) {
-		if j.queue == q.idx {
+		if e.jq(j) == q.idx {
 			slots = append(slots, slot)
 		}
 	})
@@ -214,8 +214,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	j.setSeq(img.Seq)
 	j.setAt(img.At)
 	j.prio = img.Prio
-	j.ttr = img.TTR
-	j.queue = q.idx
+	e.setClass(j, q.idx, img.TTR, !isNew)
 	j.attempt = img.Attempt
 	j.tries = uint16(min(img.Tries, 0xffff))
 	j.flags = img.Flags &^ (fULID | fHasExt)
@@ -311,7 +310,7 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		At:      j.atMS(),
 		Created: e.created(slot),
 		Prio:    j.prio,
-		TTR:     j.ttr,
+		TTR:     e.jttr(j),
 		Tries:   uint32(j.tries),
 		Attempt: j.attempt,
 		Flags:   j.flags &^ (fULID | fHasExt),

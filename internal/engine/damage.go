@@ -31,7 +31,7 @@ func (e *Engine) DeadLetterDamaged(now time.Time, seg, from, to uint32, reason s
 		if !inPayload && !inResult {
 			continue
 		}
-		q := e.queues[j.queue]
+		q := e.queues[e.jq(j)]
 		img := e.image(q, slot)
 		if inPayload {
 			img.Payload = inlineBlob(nil)

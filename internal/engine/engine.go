@@ -111,6 +111,7 @@ type Engine struct {
 	seqs      slotTable[seqHasher] // enqueue sequence number → slot
 
 	keys     intern
+	cls      classes
 	tagIndex map[string]map[uint32]struct{}
 
 	seq   uint64 // last enqueue sequence number handed out
@@ -156,6 +157,7 @@ func New(opts Options) *Engine {
 		delayed:  slotHeap{ord: byActivation},
 		idem:     make(map[string]idemEnt),
 		keys:     newIntern(),
+		cls:      newClasses(),
 		tagIndex: make(map[string]map[uint32]struct{}),
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		entropy:  ulid.Monotonic(ent, 0),

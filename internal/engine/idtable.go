@@ -14,7 +14,7 @@ type idHasher struct{ seed maphash.Seed }
 
 func (h idHasher) hash(e *Engine, slot uint32) uint64 {
 	k := e.slotKey(slot)
-	return h.key(e.jobs.get(slot).queue, &k)
+	return h.key(e.jq(e.jobs.get(slot)), &k)
 }
 
 func newIDTable() slotTable[idHasher] {
@@ -76,7 +76,7 @@ func (e *Engine) slotKey(slot uint32) idKey {
 
 func (e *Engine) slotMatches(slot, queue uint32, k *idKey) bool {
 	j := e.jobs.get(slot)
-	if j.queue != queue {
+	if e.jq(j) != queue {
 		return false
 	}
 	if k.isULID {

@@ -12,9 +12,9 @@ func (e *Engine) checkInvariants() error {
 		if err != nil {
 			return
 		}
-		q := e.queues[j.queue]
+		q := e.queues[e.jq(j)]
 		if q == nil {
-			err = fmt.Errorf("slot %d: queue %d gone", slot, j.queue)
+			err = fmt.Errorf("slot %d: queue %d gone", slot, e.jq(j))
 			return
 		}
 		if got := e.seqLookup(j.seqNo()); got != slot {
@@ -22,15 +22,15 @@ func (e *Engine) checkInvariants() error {
 			return
 		}
 		k := e.slotKey(slot)
-		if got := e.idLookup(j.queue, &k); got != slot {
+		if got := e.idLookup(e.jq(j), &k); got != slot {
 			err = fmt.Errorf("slot %d (%s): id lookup gives %d", slot, e.jobID(slot), got)
 			return
 		}
-		if counts[j.queue] == nil {
-			counts[j.queue] = &Counts{}
+		if counts[e.jq(j)] == nil {
+			counts[e.jq(j)] = &Counts{}
 		}
-		*(&queue{counts: *counts[j.queue]}).countOf(j.state)++
-		c := counts[j.queue]
+		*(&queue{counts: *counts[e.jq(j)]}).countOf(j.state)++
+		c := counts[e.jq(j)]
 		switch j.state {
 		case StateDelayed:
 			c.Delayed++
@@ -74,7 +74,7 @@ func (e *Engine) checkInvariants() error {
 			res := 0
 			for i, s := range live {
 				j := e.jobs.get(s)
-				if j.state == StateNone || j.key != key || j.queue != q.idx {
+				if j.state == StateNone || j.key != key || e.jq(j) != q.idx {
 					return fmt.Errorf("chain %s/%s holds slot %d in state %s key %d", q.name, e.keys.names[key], s, j.state, j.key)
 				}
 				if i > 0 && e.jobs.get(live[i-1]).seqNo() >= j.seqNo() {
@@ -125,6 +125,17 @@ func (e *Engine) checkInvariants() error {
 	})
 	if err != nil {
 		return err
+	}
+	// (queue, ttr) classes: referenced exactly by the jobs holding them
+	refs := map[uint32]uint32{}
+	e.forEachJob(func(slot uint32, j *job) { refs[j.cls]++ })
+	for id := range e.cls.keys {
+		if id > 0 && e.cls.refs[id] != refs[uint32(id)] {
+			return fmt.Errorf("class %d %+v: %d references, %d jobs", id, e.cls.keys[id], e.cls.refs[id], refs[uint32(id)])
+		}
+	}
+	if refs[0] != 0 || len(e.cls.ids) != len(e.cls.keys)-1-len(e.cls.free) {
+		return fmt.Errorf("class table: %d jobs of class 0, %d interned, %d slots, %d free", refs[0], len(e.cls.ids), len(e.cls.keys), len(e.cls.free))
 	}
 	if withExt != e.exts.len() || live != e.exts.live {
 		return fmt.Errorf("ext arena holds %d entries (%d live bytes), jobs have %d (%d bytes)", e.exts.len(), e.exts.live, withExt, live)

@@ -294,6 +294,7 @@ func (e *Engine) deleteJob(q *queue, slot uint32) {
 	e.ids.remove(e, slot)
 	e.seqs.remove(e, slot)
 	e.delExt(slot)
+	e.cls.unref(j.cls)
 	e.jobs.release(slot)
 	if key != 0 {
 		e.refresh(q, key)

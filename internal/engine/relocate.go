@@ -30,7 +30,7 @@ func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int
 		if !inPayload && !inResult {
 			continue
 		}
-		img := e.image(e.queues[j.queue], slot)
+		img := e.image(e.queues[e.jq(j)], slot)
 		if inPayload {
 			data, err := read(j.payload)
 			if err != nil {

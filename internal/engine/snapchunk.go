@@ -9,9 +9,9 @@ import (
 
 // Snapshot job chunks carry jobs as the slab holds them, so a restart
 // copies records instead of decoding a record image per job and looking
-// each id up: a chunk is the raw 68-byte job records of up to n slots plus
-// what they point to outside the slab (queue names, key strings, rare
-// fields, reservations). The metadata (namespaces, queues, tokens, counters
+// each id up: a chunk is the raw 64-byte job records of up to n slots plus
+// what they point to outside the slab (queue names and TTRs of their
+// classes, key strings, rare fields, reservations). The metadata (namespaces, queues, tokens, counters
 // ...) still travels as an ordinary entry in the snapshot's first item.
 //
 // Only jobs that existed when the walk began (seq ≤ the counters record's
@@ -23,11 +23,11 @@ import (
 //
 // Layout (integers little endian; str = uvarint length ‖ bytes):
 //
-//	magic 0xC5 | version u8 (1) | record size u32 (68)
-//	queues u32 × (index u32 | ns str | name str)
-//	keys   u32 × (id u32 | key str)
-//	jobs   u32 × record (record size bytes, the slab's in-memory layout;
-//	              queue and key hold the indexes of the tables above)
+//	magic 0xC5 | version u8 (1) | record size u32 (64)
+//	classes u32 × (id u32 | ns str | queue name str | ttr u32)
+//	keys    u32 × (id u32 | key str)
+//	jobs    u32 × record (record size bytes, the slab's in-memory layout;
+//	               class and key hold the ids of the tables above)
 //	exts   u32 × (job u32 | entry str)          rare fields (ext.go)
 //	resvs  u32 × (job u32 | nonce u64 | until i64 | ttr u32 | origAt i64)
 //
@@ -64,8 +64,8 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 		it.limit = e.jobs.next
 	}
 	var slots []uint32
-	var qidx, kidx []uint32
-	qseen, kseen := map[uint32]bool{}, map[uint32]bool{}
+	var cidx, kidx []uint32
+	cseen, kseen := map[uint32]bool{}, map[uint32]bool{}
 	nx, nr := 0, 0
 	// a run of slots holding only jobs put since the walk began yields
 	// nothing: keep walking until a chunk has a job or the walk ends
@@ -77,9 +77,9 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 			continue
 		}
 		slots = append(slots, slot)
-		if !qseen[j.queue] {
-			qseen[j.queue] = true
-			qidx = append(qidx, j.queue)
+		if !cseen[j.cls] {
+			cseen[j.cls] = true
+			cidx = append(cidx, j.cls)
 		}
 		if j.key != 0 && !kseen[j.key] {
 			kseen[j.key] = true
@@ -97,12 +97,14 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 	}
 	b := append(dst, chunkMagic, chunkVersion)
 	b = binary.LittleEndian.AppendUint32(b, uint32(jobSize))
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(qidx)))
-	for _, qi := range qidx {
-		q := e.queues[qi]
-		b = binary.LittleEndian.AppendUint32(b, qi)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(cidx)))
+	for _, ci := range cidx {
+		k := e.cls.keys[ci]
+		q := e.queues[k.queue]
+		b = binary.LittleEndian.AppendUint32(b, ci)
 		b = appendStr(b, q.ns.name)
 		b = appendStr(b, q.name)
+		b = binary.LittleEndian.AppendUint32(b, k.ttr)
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(kidx)))
 	for _, k := range kidx {
@@ -224,10 +226,16 @@ func (e *Engine) loadChunk(item []byte) error {
 	if size := r.u32("record size"); r.err == nil && int(size) != jobSize {
 		return fmt.Errorf("job records of %d bytes, this build's are %d (written by another version)", size, jobSize)
 	}
-	queues := map[uint32]*queue{}
-	for i, n := 0, r.count("queue table", 6); i < n; i++ {
-		idx := r.u32("queue index")
+	type class struct {
+		q   *queue
+		ttr uint32
+		id  uint32 // in this engine, once a job has taken it
+	}
+	classes := map[uint32]*class{}
+	for i, n := 0, r.count("class table", 10); i < n; i++ {
+		id := r.u32("class id")
 		ns, name := r.bytes("namespace"), r.bytes("queue name")
+		ttr := r.u32("ttr")
 		if r.err != nil {
 			break
 		}
@@ -235,7 +243,7 @@ func (e *Engine) loadChunk(item []byte) error {
 		if q == nil {
 			return fmt.Errorf("job of unknown queue %q in namespace %q", name, ns)
 		}
-		queues[idx] = q
+		classes[id] = &class{q: q, ttr: ttr}
 	}
 	keys := map[uint32]string{}
 	for i, n := 0, r.count("key table", 5); i < n; i++ {
@@ -284,8 +292,8 @@ func (e *Engine) loadChunk(item []byte) error {
 		if rec.state < StateDelayed || rec.state > StateCompleted {
 			return fmt.Errorf("job %d: bad state %d", i, rec.state)
 		}
-		if queues[rec.queue] == nil {
-			return fmt.Errorf("job %d: queue index %d not in the chunk's table", i, rec.queue)
+		if classes[rec.cls] == nil {
+			return fmt.Errorf("job %d: class %d not in the chunk's table", i, rec.cls)
 		}
 		if _, ok := keys[rec.key]; rec.key != 0 && !ok {
 			return fmt.Errorf("job %d: key id %d not in the chunk's table", i, rec.key)
@@ -301,9 +309,15 @@ func (e *Engine) loadChunk(item []byte) error {
 		slot := e.jobs.alloc()
 		j := e.jobs.get(slot)
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(j)), jobSize), recs[i*jobSize:])
-		q := queues[j.queue]
+		c := classes[j.cls]
+		q := c.q
+		if c.id == 0 {
+			c.id = e.cls.ref(classKey{q.idx, c.ttr})
+		} else {
+			e.cls.refs[c.id]++
+		}
 		state := j.state
-		j.queue, j.state, j.hidx = q.idx, StateNone, 0
+		j.cls, j.state, j.hidx = c.id, StateNone, 0
 		if j.key != 0 {
 			j.key = e.keys.ref(keys[j.key])
 		}

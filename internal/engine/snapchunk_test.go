@@ -97,7 +97,7 @@ func TestJobChunksRoundTrip(t *testing.T) {
 }
 
 func (r *Engine) findSlot(t *testing.T, src *Engine, slot uint32) uint32 {
-	q := src.queues[src.jobs.get(slot).queue]
+	q := src.queues[src.jq(src.jobs.get(slot))]
 	_, s, err := r.findJob(q.ns.name, q.name, src.jobID(slot))
 	if err != nil {
 		t.Fatal(err)

@@ -67,7 +67,7 @@ func (it *SnapshotIter) Next(n int) *Entry {
 			continue
 		}
 		r := ent.add()
-		r.Kind, r.Job = KindJob, e.image(e.queues[j.queue], slot)
+		r.Kind, r.Job = KindJob, e.image(e.queues[e.jq(j)], slot)
 	}
 	if len(ent.Records) == 0 {
 		return nil

@@ -78,7 +78,7 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 		return nil, err
 	}
 	for i, slot := range picked {
-		q := e.queues[e.jobs.get(slot).queue]
+		q := e.queues[e.jq(e.jobs.get(slot))]
 		r := e.ent.add()
 		r.Kind = KindJob
 		r.Job = e.image(q, slot)
@@ -99,7 +99,7 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 	e.stats.Taken += uint64(len(picked))
 	out := make([]Job, len(picked))
 	for i, slot := range picked {
-		q := e.queues[e.jobs.get(slot).queue]
+		q := e.queues[e.jq(e.jobs.get(slot))]
 		q.stats.Taken++
 		out[i] = e.view(q, slot)
 		if out[i].Attempt == 1 && e.onFirstTake != nil {

@@ -17,7 +17,7 @@ func (e *Engine) view(q *queue, slot uint32) Job {
 		Key:         e.keys.names[j.key],
 		CreatedAt:   fromMS(e.created(slot)),
 		ActivateAt:  fromMS(e.activateAt(slot)),
-		TTR:         time.Duration(j.ttr) * time.Millisecond,
+		TTR:         time.Duration(e.jttr(j)) * time.Millisecond,
 		Tries:       uint32(j.tries),
 		Attempt:     j.attempt,
 		Buried:      j.flags&fBuried != 0,
