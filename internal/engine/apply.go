@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -89,6 +90,7 @@ func (e *Engine) applyRecord(r *Record) {
 func (e *Engine) ensureNS(name string) *namespace {
 	ns := e.nss[name]
 	if ns == nil {
+		name = strings.Clone(name)
 		ns = &namespace{name: name, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 		e.nss[name] = ns
 	}
@@ -111,6 +113,9 @@ func (e *Engine) ensureQueue(nsName, qName string, created int64) *queue {
 		return q
 	}
 	ns := e.ensureNS(nsName)
+	// a reply_to names its queue from the rare-field arena (ext.go): a
+	// long-lived copy must not keep an arena chunk alive
+	qName = strings.Clone(qName)
 	q := &queue{
 		idx:     uint32(len(e.queues)),
 		ns:      ns,

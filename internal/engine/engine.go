@@ -308,7 +308,7 @@ func (e *Engine) cronSchedule(spec string) (cron.Schedule, error) {
 	if len(e.crons) > 4096 {
 		clear(e.crons)
 	}
-	e.crons[spec] = s
+	e.crons[strings.Clone(spec)] = s // spec may point into the rare-field arena (ext.go)
 	return s, nil
 }
 

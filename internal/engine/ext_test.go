@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 // The arena must hand back exactly what was stored, through rewrites,
@@ -83,5 +85,45 @@ func TestModelWithArenaCompaction(t *testing.T) {
 	}
 	for seed := 0; seed < seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, uint64(1000+seed), 120) })
+	}
+}
+
+// Names that outlive a command (a queue a reply_to creates, a cached cron
+// spec) are copies, not strings into the arena: they would keep a chunk
+// alive after every compaction.
+func TestLongLivedNamesDoNotPointIntoTheArena(t *testing.T) {
+	f := newFixture(t)
+	f.put("q", PutRequest{ReplyTo: "replies-for-q"})
+	f.ack(f.take1("q"), AckRequest{})
+	r := f.put("c", PutRequest{Cron: "*/5 * * * *"})
+	f.tick(6 * time.Minute)
+	clear(f.e.crons) // the ack re-arms from the stored spec
+	f.ack(f.take1("c"), AckRequest{})
+	inArena := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		for _, c := range f.e.exts.chunks {
+			if len(c) > 0 {
+				start := uintptr(unsafe.Pointer(&c[:cap(c)][0]))
+				if p >= start && p < start+uintptr(cap(c)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	q, err := f.e.findQueue("default", "replies-for-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inArena(q.name) {
+		t.Fatal("the reply queue's name points into the arena")
+	}
+	for spec := range f.e.crons {
+		if inArena(spec) {
+			t.Fatalf("cached cron spec %q points into the arena", spec)
+		}
+	}
+	if len(f.e.crons) == 0 || f.state("c", r.ID) != StateDelayed {
+		t.Fatalf("the cron job was not re-armed (%d specs cached)", len(f.e.crons))
 	}
 }
