@@ -194,6 +194,7 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 	type decoded struct {
 		ent   *engine.Entry
 		chunk []byte
+		where string // block and offset of a chunk, for errors
 		err   error
 	}
 	ch := make(chan decoded, 4)
@@ -212,6 +213,8 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 				d.err = err
 			case engine.IsChunk(item):
 				d.chunk = bytes.Clone(item) // the reader reuses its buffer
+				blk, off := r.Where()
+				d.where = fmt.Sprintf("block %d at offset %d", blk, off)
 			default:
 				if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
 					d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
@@ -241,7 +244,7 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 		}
 		if d.chunk != nil {
 			if err := eng.LoadItem(d.chunk); err != nil {
-				return nil, wal.Position{}, fmt.Errorf("snapshot %s: %w", path, err)
+				return nil, wal.Position{}, fmt.Errorf("snapshot %s: %s: %w", path, d.where, err)
 			}
 			continue
 		}

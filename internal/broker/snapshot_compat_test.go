@@ -3,13 +3,16 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/snapshot"
 )
 
@@ -89,4 +92,60 @@ func setFooterVersion(t *testing.T, path string, v uint32) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A job chunk whose block checksum is right but whose content does not
+// make sense (a bug, or another build's records) is refused naming the
+// file, the block and its offset; recovery then falls back to the log.
+func TestBadJobChunkRefusedWithFileAndOffset(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir, 1<<40)
+	churn(t, b, rand.New(rand.NewPCG(7, 8)), 500)
+	want := dump(t, b)
+	var path string
+	_, err := b.do(context.Background(), func(time.Time) (any, error) {
+		b.syncBarrier()
+		w, err := snapshot.Create(b.snapDir(), b.log.End())
+		if err != nil {
+			return nil, err
+		}
+		it := b.eng.Snapshot()
+		chunks := 0
+		for {
+			item, ok := it.NextItem(nil, 1024)
+			if !ok {
+				break
+			}
+			if engine.IsChunk(item) {
+				chunks++
+				item[2]++ // the record size: another build's layout
+			}
+			if err := w.Add(item); err != nil {
+				return nil, err
+			}
+		}
+		if chunks == 0 {
+			t.Error("no job chunk written")
+		}
+		info, err := w.Commit()
+		path = info.Path
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.skipFinalSnapshot = true
+	b.Close()
+
+	_, _, err = loadSnapshot(path)
+	if !errors.Is(err, engine.ErrCorrupt) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), "block 0 at offset 0") || !strings.Contains(err.Error(), "another version") {
+		t.Fatalf("bad chunk: %v", err)
+	}
+	b = open(t, dir, 1<<40)
+	if b.recovered.Records == 0 {
+		t.Fatal("the bad snapshot was used")
+	}
+	same(t, want, dump(t, b))
+	b.Close()
 }

@@ -23,6 +23,8 @@ type Reader struct {
 	left  uint32 // items left in the current block
 	index uint64 // next block to read
 	off   uint64 // file offset of the next block
+
+	blockOff uint64 // file offset of the block items come from now
 }
 
 // Open opens a snapshot and verifies all of it — footer, every block
@@ -182,6 +184,7 @@ func (r *Reader) Next() ([]byte, error) {
 			return nil, r.corrupt("block %d at offset %d: %v", r.index, r.off, err)
 		}
 		r.rest, r.left = payload, count
+		r.blockOff = r.off
 		r.index++
 		r.off += blockHeaderSize + uint64(len(payload))
 	}
@@ -190,6 +193,15 @@ func (r *Reader) Next() ([]byte, error) {
 	r.rest = r.rest[k+int(n):]
 	r.left--
 	return item, nil
+}
+
+// Where names the block the last item came from: its number and the file
+// offset of its header, for errors about an item's content.
+func (r *Reader) Where() (block uint64, offset uint64) {
+	if r.index == 0 {
+		return 0, 0
+	}
+	return r.index - 1, r.blockOff
 }
 
 // Close releases the file.
