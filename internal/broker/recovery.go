@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -199,8 +200,14 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 	}
 	ch := make(chan decoded, 4)
 	stop := make(chan struct{})
-	defer close(stop)
+	// The reader goroutine must be gone before the reader closes (the
+	// deferred Close above runs after this): applying can fail and return
+	// while it is still reading.
+	var reading sync.WaitGroup
+	reading.Add(1)
+	defer func() { close(stop); reading.Wait() }()
 	go func() {
+		defer reading.Done()
 		defer close(ch)
 		for {
 			item, err := r.Next()
