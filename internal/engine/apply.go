@@ -122,7 +122,7 @@ func (e *Engine) ensureQueue(nsName, qName string, created int64) *queue {
 		name:    qName,
 		cfg:     DefaultQueueConfig(),
 		created: created,
-		ready:   slotHeap{ord: byServing},
+		ready:   slotHeap{ord: byServing, prios: map[uint32]uint32{}},
 		dead:    slotHeap{ord: bySeq},
 	}
 	e.queues = append(e.queues, q)

@@ -126,6 +126,19 @@ func (e *Engine) checkInvariants() error {
 	if err != nil {
 		return err
 	}
+	// each ready heap's priority counts match its members
+	for _, q := range e.queues {
+		if q == nil {
+			continue
+		}
+		want := map[uint32]uint32{}
+		for _, s := range q.ready.s {
+			want[e.jobs.get(s).prio]++
+		}
+		if fmt.Sprint(want) != fmt.Sprint(q.ready.prios) {
+			return fmt.Errorf("queue %s: ready priorities %v, heap holds %v", q.name, q.ready.prios, want)
+		}
+	}
 	// (queue, ttr) classes: referenced exactly by the jobs holding them
 	refs := map[uint32]uint32{}
 	e.forEachJob(func(slot uint32, j *job) { refs[j.cls]++ })
