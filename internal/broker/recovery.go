@@ -183,7 +183,9 @@ func (b *Broker) onDamage(e *wal.DamageError) {
 }
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
-	r, err := snapshot.Open(path)
+	// Read once: a damaged block fails Next, and the engine built so far
+	// is thrown away (recover then tries an older snapshot).
+	r, err := snapshot.OpenStream(path)
 	if err != nil {
 		return nil, wal.Position{}, err
 	}
