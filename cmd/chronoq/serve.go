@@ -28,6 +28,7 @@ type serveConfig struct {
 	maxPayload      int64
 	maxConnections  int
 	forceRecovery   bool
+	maxJobs         uint64
 	segmentSize     int64
 	logFormat       string
 	metricsQueues   int
@@ -54,6 +55,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.Int64Var(&c.maxPayload, "max-payload", d.MaxPayload, "largest payload a put may carry, in bytes (hard max 64 MiB)")
 	fs.IntVar(&c.maxConnections, "max-connections", d.MaxConnections, "most simultaneous connections per listener")
 	fs.BoolVar(&c.forceRecovery, "force-recovery", false, "start despite log corruption before its tail, skipping (and counting) damaged records")
+	fs.Uint64Var(&c.maxJobs, "max-jobs", 0, "most jobs this node holds in any state; a put beyond is refused (queue_full) instead of exhausting memory; 0: no limit")
 	fs.Int64Var(&c.segmentSize, "segment-size", d.SegmentSize, "log segment size in bytes")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log output: text or json")
 	fs.BoolVar(&c.beanstalkPublic, "beanstalk-public", false, "allow the (unauthenticated) beanstalkd listener on a non-loopback address")
@@ -145,7 +147,7 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 	cfg := server.Config{
 		DataDir: c.data, HTTPAddr: c.httpAddr, AdminAddr: c.adminAddr, BeanstalkAddr: c.beanstalkAddr,
 		BeanstalkPublic: c.beanstalkPublic, SyncInterval: c.syncInterval, SegmentSize: c.segmentSize,
-		ForceRecovery: c.forceRecovery, AdminToken: c.adminToken, MaxPayload: c.maxPayload,
+		ForceRecovery: c.forceRecovery, AdminToken: c.adminToken, MaxPayload: c.maxPayload, MaxJobs: c.maxJobs,
 		MaxConnections: c.maxConnections, MetricsMaxQueues: c.metricsQueues, ConnectRate: c.connectRate,
 		JWT:    rtws.JWTOptions{HMACSecret: []byte(c.jwtSecret), Issuer: c.jwtIssuer, Audience: c.jwtAudience},
 		Logger: lg, TLS: c.tls,

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/wal"
 )
 
 // The methods below are the broker's public API (they satisfy the HTTP
@@ -366,6 +368,14 @@ func (b *Broker) Result(ctx context.Context, ns, q, id string, wait time.Duratio
 	rw, _ := res.(resultWait)
 	if rw.done {
 		rw.info.ResultData, err = b.blob(rw.info.Result, rw.info.HasResult)
+		for try := 0; try < relocatedRetries && errors.Is(err, wal.ErrSegmentGone); try++ {
+			// moved by compaction meanwhile (fillJob)
+			cur, rerr := call(b, ctx, func(now time.Time) (engine.ResultInfo, error) { return b.eng.Result(now, ns, q, id) })
+			if rerr != nil {
+				break
+			}
+			rw.info.ResultData, err = b.blob(cur.Result, rw.info.HasResult)
+		}
 	}
 	return rw.info, rw.done, err
 }
@@ -398,7 +408,28 @@ func (b *Broker) fill(jobs []engine.Job) error {
 	return nil
 }
 
+// Housekeeping never fails a read: compaction may move a job's payload or
+// result and drop the old segment between the loop's answer and the read
+// here, so a read of a removed segment asks the loop where the bytes are
+// now and reads them there (a few times: a move can race again).
+const relocatedRetries = 3
+
 func (b *Broker) fillJob(j *engine.Job) error {
+	err := b.readJob(j)
+	for try := 0; try < relocatedRetries && errors.Is(err, wal.ErrSegmentGone); try++ {
+		cur, perr := call(b, context.Background(), func(now time.Time) (engine.Job, error) {
+			return b.eng.Peek(now, j.Namespace, j.Queue, j.ID)
+		})
+		if perr != nil {
+			break
+		}
+		j.Payload, j.Result = cur.Payload, cur.Result
+		err = b.readJob(j)
+	}
+	return err
+}
+
+func (b *Broker) readJob(j *engine.Job) error {
 	data, err := b.blob(j.Payload, true)
 	if err != nil {
 		return err
@@ -427,10 +458,21 @@ func (b *Broker) blob(ref engine.BlobRef, has bool) ([]byte, error) {
 	}
 	data, err := b.log.ReadAt(ref.Segment, ref.Offset, ref.Len)
 	if err != nil {
-		return nil, unavailable("reading payload at segment %d offset %d: %v", ref.Segment, ref.Offset, err)
+		return nil, &blobError{unavailable("reading payload at segment %d offset %d: %v", ref.Segment, ref.Offset, err), err}
 	}
 	return data, nil
 }
+
+// blobError is the unavailable answer to a failed blob read that still
+// lets the caller see why (errors.Is ErrSegmentGone: read again).
+type blobError struct {
+	answer error // what the client sees (*engine.Error)
+	cause  error
+}
+
+func (e *blobError) Error() string { return e.answer.Error() }
+
+func (e *blobError) Unwrap() []error { return []error{e.answer, e.cause} }
 
 // Stats returns the engine counters.
 func (b *Broker) Stats(ctx context.Context) (engine.Stats, error) {

@@ -37,6 +37,8 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// MaxBatch bounds how many requests one loop turn drains.
 	MaxBatch int
+	// MaxJobs bounds the jobs the node holds (engine.SetMaxJobs); 0: none.
+	MaxJobs uint64
 	// Observer, when set, is told about commits, snapshots and latencies
 	// (the metrics package implements it).
 	Observer Observer

@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -63,6 +65,7 @@ func (b *Broker) recover() error {
 		return fmt.Errorf("broker: recover: %w", err)
 	}
 	b.eng.Advance(b.now())
+	b.eng.SetMaxJobs(b.opts.MaxJobs)
 	b.snap.init(b, report)
 	b.recovered = report
 	b.lg.Info("recovered", "snapshot", loaded, "records", report.Records, "segments", report.Segments,
@@ -180,21 +183,33 @@ func (b *Broker) onDamage(e *wal.DamageError) {
 }
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
-	r, err := snapshot.Open(path)
+	// Read once: a damaged block fails Next, and the engine built so far
+	// is thrown away (recover then tries an older snapshot).
+	r, err := snapshot.OpenStream(path)
 	if err != nil {
 		return nil, wal.Position{}, err
 	}
 	defer r.Close()
-	// Decoding and applying overlap: one goroutine reads and decodes the
-	// next entries while this one applies, which keeps both cores busy.
+	// Reading and applying overlap: one goroutine reads (and checks) the
+	// next items, decoding the entries of older snapshots, while this one
+	// applies, which keeps both cores busy. Job chunks need no decoding:
+	// the engine copies their records into its slab (engine/snapchunk.go).
 	type decoded struct {
-		ent *engine.Entry
-		err error
+		ent   *engine.Entry
+		chunk []byte
+		where string // block and offset of a chunk, for errors
+		err   error
 	}
 	ch := make(chan decoded, 4)
 	stop := make(chan struct{})
-	defer close(stop)
+	// The reader goroutine must be gone before the reader closes (the
+	// deferred Close above runs after this): applying can fail and return
+	// while it is still reading.
+	var reading sync.WaitGroup
+	reading.Add(1)
+	defer func() { close(stop); reading.Wait() }()
 	go func() {
+		defer reading.Done()
 		defer close(ch)
 		for {
 			item, err := r.Next()
@@ -202,10 +217,17 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 				return
 			}
 			var d decoded
-			if err != nil {
+			switch {
+			case err != nil:
 				d.err = err
-			} else if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
-				d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
+			case engine.IsChunk(item):
+				d.chunk = bytes.Clone(item) // the reader reuses its buffer
+				blk, off := r.Where()
+				d.where = fmt.Sprintf("block %d at offset %d", blk, off)
+			default:
+				if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
+					d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
+				}
 			}
 			select {
 			case ch <- d:
@@ -228,6 +250,12 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 	for d := range ch {
 		if d.err != nil {
 			return nil, wal.Position{}, d.err
+		}
+		if d.chunk != nil {
+			if err := eng.LoadItem(d.chunk); err != nil {
+				return nil, wal.Position{}, fmt.Errorf("snapshot %s: %s: %w", path, d.where, err)
+			}
+			continue
 		}
 		eng.Apply(d.ent)
 	}

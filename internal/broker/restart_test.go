@@ -13,14 +13,17 @@ import (
 )
 
 // TestRestartTime measures recovery: CHRONOQ_RESTART_JOBS=N fills N jobs
-// (100-byte payloads, half delayed), and reports the time to reopen from
-// the shutdown snapshot alone and from snapshot + log tail. Not run by
-// default: it is a measurement, not a check.
+// (100-byte payloads, half delayed; with CHRONOQ_RESTART_MIX=1 also a
+// tenth keyed and a twentieth tagged, BenchmarkMemoryPerJob's mix), and
+// reports the time to reopen from the shutdown snapshot alone and from
+// snapshot + log tail. Not run by default: it is a measurement, not a
+// check.
 func TestRestartTime(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_RESTART_JOBS"))
 	if n == 0 {
 		t.Skip("set CHRONOQ_RESTART_JOBS=N to measure restart time with N jobs")
 	}
+	mix := os.Getenv("CHRONOQ_RESTART_MIX") == "1"
 	dir := t.TempDir()
 	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}, SnapshotBytes: 1 << 40}
 	b, err := Open(opts)
@@ -37,6 +40,14 @@ func TestRestartTime(t *testing.T) {
 			batch[i] = engine.PutRequest{Payload: payload}
 			if i%2 == 0 {
 				batch[i].Delay = &hour
+			}
+			if mix {
+				if k := put + i; k%10 == 0 {
+					batch[i].Key = "user:" + strconv.Itoa(k%50000)
+				}
+				if k := put + i; k%20 == 0 {
+					batch[i].Tags = map[string]string{"tenant": strconv.Itoa(k % 100)}
+				}
 			}
 		}
 		if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {

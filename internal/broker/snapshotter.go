@@ -20,6 +20,7 @@ type snapshotter struct {
 	lastErr time.Time
 	sealing chan error // the background commit of a finished snapshot
 	started time.Time
+	buf     []byte // the item being written (Writer.Add copies it)
 
 	// Online backups (backup.go): want waits for the next snapshot to be
 	// complete, taking for the commit of the one just complete at cut.
@@ -79,8 +80,9 @@ func (s *snapshotter) step(b *Broker) {
 	}
 	start := time.Now()
 	for chunk := 0; chunk == 0 || time.Since(start) < snapTurnBudget; chunk++ {
-		ent := s.iter.Next(snapChunk)
-		if ent == nil {
+		item, ok := s.iter.NextItem(s.buf[:0], snapChunk)
+		s.buf = item
+		if !ok {
 			s.cut, s.cutJobs = b.log.End(), b.eng.Jobs()
 			s.taking, s.want = append(s.taking, s.want...), nil
 			w := s.w
@@ -89,7 +91,7 @@ func (s *snapshotter) step(b *Broker) {
 			go func() { _, err := w.Commit(); s.sealing <- err }()
 			return
 		}
-		if err := s.w.Add(ent.Encode(nil)); err != nil {
+		if err := s.w.Add(item); err != nil {
 			s.abort(b, err)
 			return
 		}
@@ -176,8 +178,13 @@ func (s *snapshotter) final(b *Broker, _ time.Time) error {
 			return err
 		}
 	}
-	for ent := s.iter.Next(snapChunk); ent != nil; ent = s.iter.Next(snapChunk) {
-		if err := s.w.Add(ent.Encode(nil)); err != nil {
+	for {
+		item, ok := s.iter.NextItem(s.buf[:0], snapChunk)
+		s.buf = item
+		if !ok {
+			break
+		}
+		if err := s.w.Add(item); err != nil {
 			s.w.Abort()
 			return fmt.Errorf("snapshot: %w", err)
 		}

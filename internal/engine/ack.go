@@ -11,7 +11,7 @@ import (
 // goes to reply_to as a new job.
 func (e *Engine) Ack(now time.Time, ns, qn, id string, req AckRequest) (AckResult, error) {
 	e.begin(now)
-	plan := putPlan{multi: true}
+	plan := putPlan{multi: true, ofAck: true}
 	a, err := e.prepareAck(ns, qn, id, &req, &plan)
 	if err != nil {
 		return AckResult{}, err
@@ -47,7 +47,7 @@ func (e *Engine) AckBatch(now time.Time, ns, qn string, items []AckItem) ([]AckR
 	if len(items) > MaxAckBatch {
 		return nil, badf("acks", "at most %d per batch, got %d", MaxAckBatch, len(items))
 	}
-	plan := putPlan{multi: true}
+	plan := putPlan{multi: true, ofAck: true}
 	done := make([]ackPrepared, len(items))
 	seen := make(map[string]int, len(items))
 	for i, it := range items {

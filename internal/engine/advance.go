@@ -32,7 +32,7 @@ func (e *Engine) nextEvent() (int, int64) {
 		}
 	}
 	if len(e.delayed.s) > 0 {
-		consider(evActivate, e.jobs.get(e.delayed.s[0]).at)
+		consider(evActivate, e.jobs.get(e.delayed.s[0]).atMS())
 	}
 	if len(e.reserved.s) > 0 {
 		consider(evReservation, e.reserved.s[0].t)
@@ -79,27 +79,27 @@ func (e *Engine) advanceTo(t int64) {
 		switch kind {
 		case evActivate:
 			slot := e.delayed.s[0]
-			q := e.queues[e.jobs.get(slot).queue]
+			q := e.queues[e.jq(e.jobs.get(slot))]
 			e.unplace(q, slot)
 			e.ripen(q, slot)
 		case evReservation:
 			e.expireReservation(e.reserved.s[0].slot)
 		case evRetention:
 			slot := e.completed.s[0].slot
-			e.deleteJob(e.queues[e.jobs.get(slot).queue], slot)
+			e.deleteJob(e.queues[e.jq(e.jobs.get(slot))], slot)
 		case evTTL:
 			ent := heap.Pop(&e.ttl).(ttlEnt)
 			j := e.jobs.get(ent.slot)
-			if j.state == StateNone || j.seq != ent.seq {
+			if j.state == StateNone || j.seqNo() != ent.seq {
 				continue
 			}
-			x := e.ext[ent.slot]
-			if x == nil || x.expire != ent.expire {
+			x, ok := e.ext(ent.slot)
+			if !ok || x.expire != ent.expire {
 				continue
 			}
 			switch j.state {
 			case StateDelayed, StateReady, StateBlocked:
-				q := e.queues[j.queue]
+				q := e.queues[e.jq(j)]
 				e.noteNow(q, ent.slot, EventExpired, "", StateGone)
 				e.deleteJob(q, ent.slot)
 				e.stats.Expired++
@@ -134,9 +134,9 @@ func (e *Engine) advanceTo(t int64) {
 // its tries are used up, or away if its TTL passed meanwhile.
 func (e *Engine) expireReservation(slot uint32) {
 	j := e.jobs.get(slot)
-	q := e.queues[j.queue]
+	q := e.queues[e.jq(j)]
 	r := e.resv[slot]
-	if x := e.ext[slot]; x != nil && x.expire != 0 && x.expire <= r.until {
+	if x, _ := e.ext(slot); x.expire != 0 && x.expire <= r.until {
 		e.noteNow(q, slot, EventExpired, "", StateGone)
 		e.deleteJob(q, slot)
 		e.stats.Expired++
@@ -144,8 +144,10 @@ func (e *Engine) expireReservation(slot uint32) {
 		return
 	}
 	e.unplace(q, slot)
-	j.at = r.origAt
-	e.extOf(slot).timeouts++
+	j.setAt(r.origAt)
+	x, _ := e.ext(slot)
+	x.timeouts++
+	e.setExt(slot, &x)
 	if j.tries > 0 && j.attempt >= uint32(j.tries) {
 		e.toDead(q, slot, "reservation timed out on the last try", false)
 		e.noteNow(q, slot, EventDead, "reservation timed out on the last try", StateDead)
@@ -165,7 +167,9 @@ func (e *Engine) toDead(q *queue, slot uint32, reason string, buried bool) {
 		e.chainRemove(q, slot)
 	}
 	if reason != "" {
-		e.extOf(slot).lastError = reason
+		x, _ := e.ext(slot)
+		x.lastError = reason
+		e.setExt(slot, &x)
 	}
 	if buried {
 		j.flags |= fBuried
@@ -179,16 +183,6 @@ func (e *Engine) toDead(q *queue, slot uint32, reason string, buried bool) {
 	if j.key != 0 {
 		e.refresh(q, j.key)
 	}
-}
-
-func (e *Engine) extOf(slot uint32) *jobExt {
-	x := e.ext[slot]
-	if x == nil {
-		x = &jobExt{}
-		e.ext[slot] = x
-		e.jobs.get(slot).flags |= fHasExt
-	}
-	return x
 }
 
 // ttlHeap holds TTL deadlines lazily: an entry is checked against the job

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -89,6 +90,7 @@ func (e *Engine) applyRecord(r *Record) {
 func (e *Engine) ensureNS(name string) *namespace {
 	ns := e.nss[name]
 	if ns == nil {
+		name = strings.Clone(name)
 		ns = &namespace{name: name, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 		e.nss[name] = ns
 	}
@@ -111,13 +113,16 @@ func (e *Engine) ensureQueue(nsName, qName string, created int64) *queue {
 		return q
 	}
 	ns := e.ensureNS(nsName)
+	// a reply_to names its queue from the rare-field arena (ext.go): a
+	// long-lived copy must not keep an arena chunk alive
+	qName = strings.Clone(qName)
 	q := &queue{
 		idx:     uint32(len(e.queues)),
 		ns:      ns,
 		name:    qName,
 		cfg:     DefaultQueueConfig(),
 		created: created,
-		ready:   slotHeap{ord: byServing},
+		ready:   slotHeap{ord: byServing, prios: map[uint32]uint32{}},
 		dead:    slotHeap{ord: bySeq},
 	}
 	e.queues = append(e.queues, q)
@@ -160,7 +165,7 @@ func (e *Engine) configure(q *queue, cfg QueueConfig) {
 func (e *Engine) purge(q *queue) {
 	var slots []uint32
 	e.forEachJob(func(slot uint32, j *job) {
-		if j.queue == q.idx {
+		if e.jq(j) == q.idx {
 			slots = append(slots, slot)
 		}
 	})
@@ -191,7 +196,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	if !isNew {
 		j := e.jobs.get(slot)
 		oldKey = j.key
-		if x := e.ext[slot]; x != nil {
+		if x, ok := e.ext(slot); ok {
 			oldTags = x.tags
 		}
 		oldPhase := e.phaseOf(slot)
@@ -205,17 +210,16 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 
 	j := e.jobs.get(slot)
+	// read before the flags below are replaced (they say whether it exists)
+	x, _ := e.ext(slot)
 	if !isNew {
 		e.trackBlob(j.payload, -1)
-		if x := e.ext[slot]; x != nil {
-			e.trackBlob(x.result, -1)
-		}
+		e.trackBlob(x.result, -1)
 	}
-	j.seq = img.Seq
-	j.at = img.At
+	j.setSeq(img.Seq)
+	j.setAt(img.At)
 	j.prio = img.Prio
-	j.ttr = img.TTR
-	j.queue = q.idx
+	e.setClass(j, q.idx, img.TTR, !isNew)
 	j.attempt = img.Attempt
 	j.tries = uint16(min(img.Tries, 0xffff))
 	j.flags = img.Flags &^ (fULID | fHasExt)
@@ -238,10 +242,6 @@ func (e *Engine) applyJob(img *JobImage) {
 	// reservations, and counters records carry it.
 
 	// ext: everything rare.
-	x := e.ext[slot]
-	if x == nil {
-		x = &jobExt{}
-	}
 	oldExpire := x.expire
 	if !k.isULID {
 		x.clientID = img.ID
@@ -266,18 +266,13 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 	e.trackBlob(j.payload, 1)
 	e.trackBlob(x.result, 1)
-	if x.empty() {
-		delete(e.ext, slot)
-	} else {
-		e.ext[slot] = x
-		j.flags |= fHasExt
-	}
+	e.setExt(slot, &x)
 	if isNew {
 		e.ids.insert(e, slot)
 		e.seqs.insert(e, slot)
 	}
 	if x.expire != 0 && (isNew || x.expire != oldExpire) {
-		e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seq})
+		e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seqNo()})
 	}
 
 	if j.key != 0 && inChain(img.Phase) && !keepChain {
@@ -315,19 +310,19 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		NS:      q.ns.name,
 		Queue:   q.name,
 		ID:      e.jobID(slot),
-		Seq:     j.seq,
+		Seq:     j.seqNo(),
 		Phase:   e.phaseOf(slot),
-		At:      j.at,
+		At:      j.atMS(),
 		Created: e.created(slot),
 		Prio:    j.prio,
-		TTR:     j.ttr,
+		TTR:     e.jttr(j),
 		Tries:   uint32(j.tries),
 		Attempt: j.attempt,
 		Flags:   j.flags &^ (fULID | fHasExt),
 		Key:     e.keys.names[j.key],
 		Payload: refBlob(j.payload),
 	}
-	if x := e.ext[slot]; x != nil {
+	if x, ok := e.ext(slot); ok {
 		img.Expire = x.expire
 		img.Tags = x.tags
 		img.ReplyTo, img.Cron, img.LastError, img.Notify = x.replyTo, x.cron, x.lastError, x.notify

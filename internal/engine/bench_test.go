@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"testing"
 	"time"
 )
@@ -117,6 +119,13 @@ func BenchmarkMemoryPerJob(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		perJob := float64(after.HeapInuse-before.HeapInuse) / float64(n)
 		b.ReportMetric(perJob, "bytes/job")
+		// live objects alone; the difference to bytes/job is fragmentation
+		// (spans kept in use by a few live small objects)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "live-bytes/job")
+		if path := getenv("CHRONOQ_BENCH_HEAPPROFILE"); path != "" {
+			// where the bytes go, taken while the engine is alive
+			writeHeapProfile(b, path)
+		}
 
 		// operate at that size: take/ack/put churn with forced GCs, and
 		// record the worst stop-the-world pause
@@ -141,6 +150,17 @@ func BenchmarkMemoryPerJob(b *testing.B) {
 		}
 		b.ReportMetric(float64(worst.Microseconds()), "worst-gc-pause-µs")
 		runtime.KeepAlive(e)
+	}
+}
+
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -58,7 +58,7 @@ func (e *Engine) CancelByFilter(now time.Time, ns, qn string, f Filter) (int, er
 	mask := stateMask(f.States, allStates&^(1<<StateReserved))
 	e.candidates(&f, inQueue, func(slot uint32) {
 		if e.matches(slot, &f, mask) {
-			q := e.queues[e.jobs.get(slot).queue]
+			q := e.queues[e.jq(e.jobs.get(slot))]
 			r := e.ent.add()
 			r.Kind, r.NS, r.Queue, r.ID = KindJobDelete, ns, q.name, e.jobID(slot)
 		}

@@ -25,13 +25,13 @@ func (e *Engine) DeadLetterDamaged(now time.Time, seg, from, to uint32, reason s
 		if j.state == StateNone {
 			continue
 		}
-		x := e.ext[slot]
+		x, ok := e.ext(slot)
 		inPayload := in(j.payload)
-		inResult := x != nil && in(x.result)
+		inResult := ok && in(x.result)
 		if !inPayload && !inResult {
 			continue
 		}
-		q := e.queues[j.queue]
+		q := e.queues[e.jq(j)]
 		img := e.image(q, slot)
 		if inPayload {
 			img.Payload = inlineBlob(nil)

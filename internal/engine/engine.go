@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"io"
 	mrand "math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -94,7 +95,7 @@ type Engine struct {
 
 	jobs slab
 	ids  slotTable[idHasher]
-	ext  map[uint32]*jobExt
+	exts extStore
 	resv map[uint32]resvInfo
 
 	nss    map[string]*namespace
@@ -110,6 +111,7 @@ type Engine struct {
 	seqs      slotTable[seqHasher] // enqueue sequence number → slot
 
 	keys     intern
+	cls      classes
 	tagIndex map[string]map[uint32]struct{}
 
 	seq   uint64 // last enqueue sequence number handed out
@@ -130,6 +132,7 @@ type Engine struct {
 	tmp          []uint32
 	events       eventLog
 	reserveLimit int
+	maxJobs      uint64 // 0: no limit (SetMaxJobs)
 	chans        map[chanKey]*durableChan
 }
 
@@ -148,12 +151,13 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		sink:     opts.Sink,
 		ids:      newIDTable(),
-		ext:      make(map[uint32]*jobExt),
+		exts:     newExtStore(),
 		resv:     make(map[uint32]resvInfo),
 		nss:      make(map[string]*namespace),
 		delayed:  slotHeap{ord: byActivation},
 		idem:     make(map[string]idemEnt),
 		keys:     newIntern(),
+		cls:      newClasses(),
 		tagIndex: make(map[string]map[uint32]struct{}),
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		entropy:  ulid.Monotonic(ent, 0),
@@ -171,6 +175,12 @@ func New(opts Options) *Engine {
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e
 }
+
+// SetMaxJobs bounds the jobs the engine holds in any state: a put that
+// would go beyond is refused (CodeQueueFull) instead of growing the
+// process until the kernel kills it. Replay is never refused, so a lower
+// limit than the jobs already held only stops new puts. 0: no limit.
+func (e *Engine) SetMaxJobs(n uint64) { e.maxJobs = n }
 
 // SetSink replaces the sink (the broker installs the log after replay).
 func (e *Engine) SetSink(s Sink) { e.sink = s }
@@ -273,11 +283,11 @@ func (e *Engine) jobID(slot uint32) string {
 	if j.flags&fULID != 0 {
 		return ulid.ULID(j.id).String()
 	}
-	return e.ext[slot].clientID
+	return strings.Clone(e.exts.clientID(slot))
 }
 
 func (e *Engine) created(slot uint32) int64 {
-	if x := e.ext[slot]; x != nil && x.created != 0 {
+	if x, _ := e.ext(slot); x.created != 0 {
 		return x.created
 	}
 	j := e.jobs.get(slot)
@@ -298,7 +308,7 @@ func (e *Engine) cronSchedule(spec string) (cron.Schedule, error) {
 	if len(e.crons) > 4096 {
 		clear(e.crons)
 	}
-	e.crons[spec] = s
+	e.crons[strings.Clone(spec)] = s // spec may point into the rare-field arena (ext.go)
 	return s, nil
 }
 

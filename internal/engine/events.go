@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Job events are how a job put with notify tells a channel what happens to
 // it (a browser watching its own export finish). The engine only notes
@@ -149,10 +152,11 @@ func (e *Engine) noteDelete(r *Record) {
 	if slot == noSlot || e.jobs.get(slot).flags&fHasExt == 0 {
 		return
 	}
-	x := e.ext[slot]
-	if x == nil || x.notify == "" {
+	x, ok := e.ext(slot)
+	if !ok || x.notify == "" {
 		return
 	}
+	x.notify = strings.Clone(x.notify)
 	ev := JobEvent{NS: r.NS, Queue: r.Queue, ID: r.ID, Channel: x.notify, Event: e.events.hint,
 		Attempt: e.jobs.get(slot).attempt, State: StateGone}
 	if ev.Event == EventCompleted {
@@ -198,10 +202,11 @@ func (e *Engine) noteNow(q *queue, slot uint32, event, errText string, after Sta
 	if !e.events.on || e.jobs.get(slot).flags&fHasExt == 0 {
 		return
 	}
-	x := e.ext[slot]
-	if x == nil || x.notify == "" {
+	x, ok := e.ext(slot)
+	if !ok || x.notify == "" {
 		return
 	}
+	x.notify = strings.Clone(x.notify)
 	j := e.jobs.get(slot)
 	e.events.out = append(e.events.out, JobEvent{NS: q.ns.name, Queue: q.name, ID: e.jobID(slot), Channel: x.notify,
 		Event: event, State: after, Attempt: j.attempt, Error: errText, Time: fromMS(e.now)})

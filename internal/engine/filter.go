@@ -37,14 +37,14 @@ func (e *Engine) candidates(f *Filter, inQueue func(qi uint32) bool, fn func(slo
 		}
 		slices.Sort(slots)
 		for _, s := range slots {
-			if inQueue(e.jobs.get(s).queue) {
+			if inQueue(e.jq(e.jobs.get(s))) {
 				fn(s)
 			}
 		}
 		return
 	}
 	e.forEachJob(func(slot uint32, j *job) {
-		if inQueue(j.queue) {
+		if inQueue(e.jq(j)) {
 			fn(slot)
 		}
 	})
@@ -59,8 +59,8 @@ func (e *Engine) matches(slot uint32, f *Filter, mask uint8) bool {
 		return false
 	}
 	if len(f.Tags) > 0 {
-		x := e.ext[slot]
-		if x == nil {
+		x, ok := e.ext(slot)
+		if !ok {
 			return false
 		}
 		for k, v := range f.Tags {

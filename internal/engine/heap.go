@@ -15,6 +15,11 @@ const (
 type slotHeap struct {
 	s   []uint32
 	ord order
+	// prios counts the members per priority; kept only for a queue's
+	// ready heap, where it makes oldest_ready_age O(1) whenever all ready
+	// jobs share one priority (queues.go). A member's priority never
+	// changes while it is in a heap (the heap's order depends on it).
+	prios map[uint32]uint32
 }
 
 func (e *Engine) less(h *slotHeap, a, b uint32) bool {
@@ -26,21 +31,31 @@ func (e *Engine) less(h *slotHeap, a, b uint32) bool {
 		}
 		fallthrough
 	case byActivation:
-		if ja.at != jb.at {
-			return ja.at < jb.at
+		if ja.atMS() != jb.atMS() {
+			return ja.atMS() < jb.atMS()
 		}
 	}
-	return ja.seq < jb.seq
+	return ja.seqNo() < jb.seqNo()
 }
 
 func (e *Engine) hpush(h *slotHeap, slot uint32) {
 	h.s = append(h.s, slot)
 	i := len(h.s) - 1
-	e.jobs.get(slot).hidx = uint32(i)
+	j := e.jobs.get(slot)
+	j.hidx = uint32(i)
+	if h.prios != nil {
+		h.prios[j.prio]++
+	}
 	e.hup(h, i)
 }
 
 func (e *Engine) hremove(h *slotHeap, slot uint32) {
+	if h.prios != nil {
+		p := e.jobs.get(slot).prio
+		if h.prios[p]--; h.prios[p] == 0 {
+			delete(h.prios, p)
+		}
+	}
 	i := int(e.jobs.get(slot).hidx)
 	last := len(h.s) - 1
 	if i != last {
@@ -169,7 +184,7 @@ func (e *Engine) tless(h *timeHeap, i, j int) bool {
 	if h.s[i].t != h.s[j].t {
 		return h.s[i].t < h.s[j].t
 	}
-	return e.jobs.get(h.s[i].slot).seq < e.jobs.get(h.s[j].slot).seq
+	return e.jobs.get(h.s[i].slot).seqNo() < e.jobs.get(h.s[j].slot).seqNo()
 }
 
 func (e *Engine) tswap(h *timeHeap, i, j int) {

@@ -14,7 +14,7 @@ type idHasher struct{ seed maphash.Seed }
 
 func (h idHasher) hash(e *Engine, slot uint32) uint64 {
 	k := e.slotKey(slot)
-	return h.key(e.jobs.get(slot).queue, &k)
+	return h.key(e.jq(e.jobs.get(slot)), &k)
 }
 
 func newIDTable() slotTable[idHasher] {
@@ -71,18 +71,18 @@ func (e *Engine) slotKey(slot uint32) idKey {
 	if j.flags&fULID != 0 {
 		return idKey{isULID: true, u: j.id}
 	}
-	return idKey{s: e.ext[slot].clientID}
+	return idKey{s: e.exts.clientID(slot)}
 }
 
 func (e *Engine) slotMatches(slot, queue uint32, k *idKey) bool {
 	j := e.jobs.get(slot)
-	if j.queue != queue {
+	if e.jq(j) != queue {
 		return false
 	}
 	if k.isULID {
 		return j.flags&fULID != 0 && j.id == k.u
 	}
-	return j.flags&fULID == 0 && e.ext[slot].clientID == k.s
+	return j.flags&fULID == 0 && e.exts.clientID(slot) == k.s
 }
 
 func (e *Engine) idLookup(queue uint32, k *idKey) uint32 {

@@ -12,25 +12,25 @@ func (e *Engine) checkInvariants() error {
 		if err != nil {
 			return
 		}
-		q := e.queues[j.queue]
+		q := e.queues[e.jq(j)]
 		if q == nil {
-			err = fmt.Errorf("slot %d: queue %d gone", slot, j.queue)
+			err = fmt.Errorf("slot %d: queue %d gone", slot, e.jq(j))
 			return
 		}
-		if got := e.seqLookup(j.seq); got != slot {
-			err = fmt.Errorf("slot %d: seq %d lookup gives %d", slot, j.seq, got)
+		if got := e.seqLookup(j.seqNo()); got != slot {
+			err = fmt.Errorf("slot %d: seq %d lookup gives %d", slot, j.seqNo(), got)
 			return
 		}
 		k := e.slotKey(slot)
-		if got := e.idLookup(j.queue, &k); got != slot {
+		if got := e.idLookup(e.jq(j), &k); got != slot {
 			err = fmt.Errorf("slot %d (%s): id lookup gives %d", slot, e.jobID(slot), got)
 			return
 		}
-		if counts[j.queue] == nil {
-			counts[j.queue] = &Counts{}
+		if counts[e.jq(j)] == nil {
+			counts[e.jq(j)] = &Counts{}
 		}
-		*(&queue{counts: *counts[j.queue]}).countOf(j.state)++
-		c := counts[j.queue]
+		*(&queue{counts: *counts[e.jq(j)]}).countOf(j.state)++
+		c := counts[e.jq(j)]
 		switch j.state {
 		case StateDelayed:
 			c.Delayed++
@@ -74,10 +74,10 @@ func (e *Engine) checkInvariants() error {
 			res := 0
 			for i, s := range live {
 				j := e.jobs.get(s)
-				if j.state == StateNone || j.key != key || j.queue != q.idx {
+				if j.state == StateNone || j.key != key || e.jq(j) != q.idx {
 					return fmt.Errorf("chain %s/%s holds slot %d in state %s key %d", q.name, e.keys.names[key], s, j.state, j.key)
 				}
-				if i > 0 && e.jobs.get(live[i-1]).seq >= j.seq {
+				if i > 0 && e.jobs.get(live[i-1]).seqNo() >= j.seqNo() {
 					return fmt.Errorf("chain %s/%s out of order", q.name, e.keys.names[key])
 				}
 				if j.state == StateReserved {
@@ -97,7 +97,7 @@ func (e *Engine) checkInvariants() error {
 		if j.payload.Len > 0 {
 			scan[j.payload.Segment] += int64(j.payload.Len)
 		}
-		if x := e.ext[slot]; x != nil && x.result.Len > 0 {
+		if x, ok := e.ext(slot); ok && x.result.Len > 0 {
 			scan[x.result.Segment] += int64(x.result.Len)
 		}
 	})
@@ -106,6 +106,52 @@ func (e *Engine) checkInvariants() error {
 	}
 	if e.ids.n != e.jobs.live {
 		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
+	}
+	// the rare-field arena: an entry exactly for the jobs flagged with
+	// one, and its byte accounting right
+	withExt, live := 0, 0
+	e.forEachJob(func(slot uint32, j *job) {
+		b := e.exts.entry(slot)
+		if (j.flags&fHasExt != 0) != (b != nil) && err == nil {
+			err = fmt.Errorf("slot %d: ext flag %v, entry %v", slot, j.flags&fHasExt != 0, b != nil)
+		}
+		if b != nil {
+			withExt++
+			live += entrySize(len(b))
+			if !validExt(b) && err == nil {
+				err = fmt.Errorf("slot %d: malformed ext entry", slot)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// each ready heap's priority counts match its members
+	for _, q := range e.queues {
+		if q == nil {
+			continue
+		}
+		want := map[uint32]uint32{}
+		for _, s := range q.ready.s {
+			want[e.jobs.get(s).prio]++
+		}
+		if fmt.Sprint(want) != fmt.Sprint(q.ready.prios) {
+			return fmt.Errorf("queue %s: ready priorities %v, heap holds %v", q.name, q.ready.prios, want)
+		}
+	}
+	// (queue, ttr) classes: referenced exactly by the jobs holding them
+	refs := map[uint32]uint32{}
+	e.forEachJob(func(slot uint32, j *job) { refs[j.cls]++ })
+	for id := range e.cls.keys {
+		if id > 0 && e.cls.refs[id] != refs[uint32(id)] {
+			return fmt.Errorf("class %d %+v: %d references, %d jobs", id, e.cls.keys[id], e.cls.refs[id], refs[uint32(id)])
+		}
+	}
+	if refs[0] != 0 || len(e.cls.ids) != len(e.cls.keys)-1-len(e.cls.free) {
+		return fmt.Errorf("class table: %d jobs of class 0, %d interned, %d slots, %d free", refs[0], len(e.cls.ids), len(e.cls.keys), len(e.cls.free))
+	}
+	if withExt != e.exts.len() || live != e.exts.live {
+		return fmt.Errorf("ext arena holds %d entries (%d live bytes), jobs have %d (%d bytes)", e.exts.len(), e.exts.live, withExt, live)
 	}
 	return nil
 }

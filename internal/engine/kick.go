@@ -37,7 +37,7 @@ func (e *Engine) Kick(now time.Time, ns, qn string, n int) (int, error) {
 		slots = e.hbest(&q.dead, n, nil)
 	} else {
 		e.forEachJob(func(slot uint32, j *job) {
-			if j.queue == q.idx && j.state == StateDelayed {
+			if e.jq(j) == q.idx && j.state == StateDelayed {
 				slots = append(slots, slot)
 			}
 		})

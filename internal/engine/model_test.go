@@ -131,6 +131,7 @@ func TestModelRandomized(t *testing.T) {
 	if testing.Short() {
 		seeds = 50
 	}
+	fmt.Sscan(getenv("CHRONOQ_MODEL_SEEDS"), &seeds)
 	for seed := 0; seed < seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, uint64(seed), steps) })
 	}
@@ -154,6 +155,8 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	// on; snapshot + replay from where it began must equal the live state.
 	var snap *SnapshotIter
 	var snapEntries [][]byte
+	var chunks *SnapshotIter
+	var chunkItems [][]byte
 	snapFrom := -1
 	defer func() {
 		if t.Failed() {
@@ -292,12 +295,21 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 		if step == steps/3 {
 			snap, snapFrom = f.e.Snapshot(), len(f.sink.bodies)
+			chunks = f.e.Snapshot()
 		}
 		if snap != nil {
 			if ent := snap.Next(3); ent != nil {
 				snapEntries = append(snapEntries, ent.Encode(nil))
 			} else {
 				snap = nil
+			}
+		}
+		// the same fuzzy walk as job chunks (snapchunk.go)
+		if chunks != nil {
+			if item, ok := chunks.NextItem(nil, 3); ok {
+				chunkItems = append(chunkItems, item)
+			} else {
+				chunks = nil
 			}
 		}
 		m.advance(ms(f.now))
@@ -311,6 +323,13 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			snapEntries = append(snapEntries, ent.Encode(nil))
 		} else {
 			snap = nil
+		}
+	}
+	for chunks != nil {
+		if item, ok := chunks.NextItem(nil, 3); ok {
+			chunkItems = append(chunkItems, item)
+		} else {
+			chunks = nil
 		}
 	}
 	if snapFrom >= 0 {
@@ -334,6 +353,28 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			t.Fatalf("after snapshot+replay: %v", err)
 		}
 		compareEngines(t, f.e, r, f.now)
+
+		c := New(Options{Seed: 7})
+		for i, b := range chunkItems {
+			if err := c.LoadItem(b); err != nil {
+				t.Fatalf("load snapshot item %d: %v", i, err)
+			}
+		}
+		if err := c.checkInvariants(); err != nil {
+			t.Fatalf("after loading job chunks: %v", err)
+		}
+		for _, b := range f.sink.bodies[snapFrom:] {
+			ent, err := DecodeEntry(f.sink.seg[b[0]:b[1]], 1, uint32(b[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Apply(ent)
+		}
+		c.Advance(f.now)
+		if err := c.checkInvariants(); err != nil {
+			t.Fatalf("after job chunks+replay: %v", err)
+		}
+		compareEngines(t, f.e, c, f.now)
 	}
 	// the log replays to the same state, also when every entry is applied twice
 	for _, twice := range []bool{false, true} {

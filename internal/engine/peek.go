@@ -41,7 +41,7 @@ func (e *Engine) PeekState(now time.Time, ns, qn string, state State) (Job, erro
 	case StateDelayed:
 		// The delayed heap spans all queues; its size bounds the scan.
 		for _, s := range e.delayed.s {
-			if e.jobs.get(s).queue == q.idx && (slot == noSlot || e.less(&e.delayed, s, slot)) {
+			if e.jq(e.jobs.get(s)) == q.idx && (slot == noSlot || e.less(&e.delayed, s, slot)) {
 				slot = s
 			}
 		}

@@ -104,7 +104,7 @@ func (e *Engine) unplace(q *queue, slot uint32) {
 // caller refreshes its chain afterwards.
 func (e *Engine) placePending(q *queue, slot uint32) {
 	j := e.jobs.get(slot)
-	if j.at > e.now {
+	if j.atMS() > e.now {
 		e.setState(q, j, StateDelayed)
 		e.hpush(&e.delayed, slot)
 		return
@@ -198,14 +198,14 @@ func (e *Engine) chainAdd(q *queue, slot uint32) {
 	live := c.live()
 	n := len(live)
 	switch {
-	case n == 0 || e.jobs.get(live[n-1]).seq < j.seq:
+	case n == 0 || e.jobs.get(live[n-1]).seqNo() < j.seqNo():
 		c.slots = append(c.slots, slot)
-	case c.h > 0 && e.jobs.get(live[0]).seq > j.seq:
+	case c.h > 0 && e.jobs.get(live[0]).seqNo() > j.seqNo():
 		c.h--
 		c.slots[c.h] = slot
 	default:
 		i := 0
-		for i < n && e.jobs.get(live[i]).seq < j.seq {
+		for i < n && e.jobs.get(live[i]).seqNo() < j.seqNo() {
 			i++
 		}
 		c.slots = append(c.slots, 0)
@@ -287,14 +287,14 @@ func (e *Engine) deleteJob(q *queue, slot uint32) {
 		e.chainRemove(q, slot)
 	}
 	e.trackBlob(j.payload, -1)
-	x := e.ext[slot]
-	if x != nil {
+	if x, ok := e.ext(slot); ok {
 		e.indexTags(slot, x.tags, false)
 		e.trackBlob(x.result, -1)
 	}
 	e.ids.remove(e, slot)
 	e.seqs.remove(e, slot)
-	delete(e.ext, slot)
+	e.delExt(slot)
+	e.cls.unref(j.cls)
 	e.jobs.release(slot)
 	if key != 0 {
 		e.refresh(q, key)

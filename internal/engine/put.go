@@ -56,6 +56,10 @@ type putPlan struct {
 	count   map[string]int // target → jobs this entry adds
 	n       int
 	multi   bool // the entry may put more than one job: track them
+	// ofAck: the jobs follow from an ack (next, reply) and are not held to
+	// the node's job budget — they mostly replace the acked job, and
+	// refusing them would stall a pipeline at capacity.
+	ofAck bool
 }
 
 func (t *target) key() string { return t.ns + "\x00" + t.name + "\x00" }
@@ -202,6 +206,10 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		}
 	}
 
+	if e.maxJobs > 0 && !plan.ofAck && uint64(e.jobs.live)+uint64(plan.n) >= e.maxJobs {
+		return out, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("the server is full: it holds its maximum of %d jobs (--max-jobs)", e.maxJobs)}
+	}
+
 	id := req.ID
 	if id == "" {
 		u, err := ulid.New(uint64(now), e.entropy)
@@ -213,6 +221,10 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 			}
 		}
 		id = u.String()
+	}
+	if e.seq+uint64(plan.n) >= MaxSeq {
+		// a job record holds 48 bits of sequence number (slab.go)
+		return out, errf(CodeUnavailable, "the server has handed out its last job sequence number (%d)", uint64(MaxSeq))
 	}
 	plan.n++
 	r := e.ent.add()
@@ -259,7 +271,7 @@ func nonNil(b []byte) []byte {
 
 func (e *Engine) putResultOf(q *queue, slot uint32, dup bool) PutResult {
 	j := e.jobs.get(slot)
-	return PutResult{ID: e.jobID(slot), Seq: j.seq, State: j.state, ActivateAt: fromMS(e.activateAt(slot)), Duplicate: dup}
+	return PutResult{ID: e.jobID(slot), Seq: j.seqNo(), State: j.state, ActivateAt: fromMS(e.activateAt(slot)), Duplicate: dup}
 }
 
 // activateAt is the job's activation time as the API shows it (a reserved
@@ -268,7 +280,7 @@ func (e *Engine) activateAt(slot uint32) int64 {
 	if r, ok := e.resv[slot]; ok {
 		return r.origAt
 	}
-	return e.jobs.get(slot).at
+	return e.jobs.get(slot).atMS()
 }
 
 // dupByID answers a duplicate idempotency key: the original job if it still
@@ -366,7 +378,7 @@ func (e *Engine) putResults(outs []planned) []PutResult {
 			k := makeIDKey(p.id)
 			slot := e.idLookup(q.idx, &k)
 			j := e.jobs.get(slot)
-			res[i] = PutResult{ID: p.id, Seq: j.seq, State: j.state, ActivateAt: fromMS(j.at)}
+			res[i] = PutResult{ID: p.id, Seq: j.seqNo(), State: j.state, ActivateAt: fromMS(j.atMS())}
 		}
 	}
 	return res

@@ -24,13 +24,13 @@ func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int
 		if j.state == StateNone {
 			continue
 		}
-		x := e.ext[slot]
+		x, _ := e.ext(slot)
 		inPayload := j.payload.Len > 0 && j.payload.Segment == seg
-		inResult := x != nil && x.result.Len > 0 && x.result.Segment == seg
+		inResult := x.result.Len > 0 && x.result.Segment == seg
 		if !inPayload && !inResult {
 			continue
 		}
-		img := e.image(e.queues[j.queue], slot)
+		img := e.image(e.queues[e.jq(j)], slot)
 		if inPayload {
 			data, err := read(j.payload)
 			if err != nil {

@@ -13,7 +13,7 @@ func (e *Engine) JobBySeq(now time.Time, ns string, seq uint64) (Job, error) {
 	if slot == noSlot {
 		return Job{}, errf(CodeJobNotFound, "no job with sequence number %d", seq)
 	}
-	q := e.queues[e.jobs.get(slot).queue]
+	q := e.queues[e.jq(e.jobs.get(slot))]
 	if q.ns.name != ns {
 		return Job{}, errf(CodeJobNotFound, "no job with sequence number %d", seq)
 	}

@@ -4,7 +4,7 @@ package engine
 // (docs/architecture.md): fixed-size, pointer-free job records in chunked slabs,
 // addressed by a uint32 slot. Everything a job needs on the hot path lives
 // here; rarely used fields (tags, reply_to, cron, client ids, results, ...)
-// live in the ext map, paid for only by jobs that use them.
+// live encoded in the ext arena (ext.go), paid for only by jobs that use them.
 
 const (
 	chunkBits = 16
@@ -22,14 +22,18 @@ const (
 	fResultJSON
 )
 
-// job is one slab entry: 72 bytes, no pointers.
+// job is one slab entry: 64 bytes, no pointers, 4-byte aligned so no
+// padding. seq and activate_at are 48-bit (seqNo, atMS): enough for 2^48
+// puts and for activation times within ±4,000 years of 1970, which the put
+// path refuses to exceed (MaxSeq, validate.go's time bounds).
 type job struct {
 	id      [16]byte // binary ULID when fULID
-	seq     uint64   // enqueue order; also the beanstalkd id
-	at      int64    // activate_at, unix ms
+	seqLo   uint32   // enqueue order, low bits; also the beanstalkd id
+	atLo    uint32   // activate_at, unix ms, low bits
+	seqHi   uint16
+	atHi    int16
 	prio    uint32
-	ttr     uint32 // ms
-	queue   uint32 // index into Engine.queues
+	cls     uint32 // (queue, ttr) class: Engine.jq, Engine.jttr
 	key     uint32 // interned key id, 0 = none
 	payload BlobRef
 	hidx    uint32 // position in the heap the job's state puts it in
@@ -38,6 +42,84 @@ type job struct {
 	state   State
 	flags   uint8
 }
+
+// classes intern the (queue, TTR) pairs of jobs: the jobs of a queue
+// mostly share its default TTR, so a record holds one 4-byte class instead
+// of both. Classes are reference counted like keys; class 0 is never
+// handed out (a freed record's zero class means nothing).
+type classes struct {
+	ids  map[classKey]uint32
+	keys []classKey
+	refs []uint32
+	free []uint32
+}
+
+type classKey struct{ queue, ttr uint32 }
+
+func newClasses() classes {
+	return classes{ids: map[classKey]uint32{}, keys: []classKey{{}}, refs: []uint32{0}}
+}
+
+func (c *classes) ref(k classKey) uint32 {
+	if id, ok := c.ids[k]; ok {
+		c.refs[id]++
+		return id
+	}
+	var id uint32
+	if n := len(c.free); n > 0 {
+		id = c.free[n-1]
+		c.free = c.free[:n-1]
+		c.keys[id], c.refs[id] = k, 1
+	} else {
+		id = uint32(len(c.keys))
+		c.keys = append(c.keys, k)
+		c.refs = append(c.refs, 1)
+	}
+	c.ids[k] = id
+	return id
+}
+
+func (c *classes) unref(id uint32) {
+	if id == 0 {
+		return
+	}
+	c.refs[id]--
+	if c.refs[id] == 0 {
+		delete(c.ids, c.keys[id])
+		c.keys[id] = classKey{}
+		c.free = append(c.free, id)
+	}
+}
+
+// jq is the index of the job's queue.
+func (e *Engine) jq(j *job) uint32 { return e.cls.keys[j.cls].queue }
+
+// jttr is the job's TTR in ms.
+func (e *Engine) jttr(j *job) uint32 { return e.cls.keys[j.cls].ttr }
+
+// setClass gives a job its queue and TTR; had says it held a class.
+func (e *Engine) setClass(j *job, queue, ttr uint32, had bool) {
+	k := classKey{queue, ttr}
+	if had && e.cls.keys[j.cls] == k {
+		return
+	}
+	id := e.cls.ref(k)
+	if had {
+		e.cls.unref(j.cls)
+	}
+	j.cls = id
+}
+
+// MaxSeq is the largest enqueue sequence number a job record holds.
+const MaxSeq = 1<<48 - 1
+
+func (j *job) seqNo() uint64 { return uint64(j.seqHi)<<32 | uint64(j.seqLo) }
+
+func (j *job) setSeq(v uint64) { j.seqLo, j.seqHi = uint32(v), uint16(v>>32) }
+
+func (j *job) atMS() int64 { return int64(j.atHi)<<32 | int64(j.atLo) }
+
+func (j *job) setAt(v int64) { j.atLo, j.atHi = uint32(v), int16(v>>32) }
 
 // jobExt holds what most jobs do not have.
 type jobExt struct {

@@ -11,14 +11,15 @@ package engine
 
 // SnapshotIter walks the engine's state.
 type SnapshotIter struct {
-	e     *Engine
-	meta  bool
-	slot  uint32
-	limit uint32
+	e        *Engine
+	meta     bool
+	slot     uint32
+	limit    uint32
+	startSeq uint64 // jobs put after the walk began are left to the log (snapchunk.go)
 }
 
 // Snapshot starts a walk of the current state.
-func (e *Engine) Snapshot() *SnapshotIter { return &SnapshotIter{e: e} }
+func (e *Engine) Snapshot() *SnapshotIter { return &SnapshotIter{e: e, startSeq: e.seq} }
 
 // Next returns the next chunk of at most n records as an entry, or nil when
 // the walk is over. The entry is valid until the next call.
@@ -66,7 +67,7 @@ func (it *SnapshotIter) Next(n int) *Entry {
 			continue
 		}
 		r := ent.add()
-		r.Kind, r.Job = KindJob, e.image(e.queues[j.queue], slot)
+		r.Kind, r.Job = KindJob, e.image(e.queues[e.jq(j)], slot)
 	}
 	if len(ent.Records) == 0 {
 		return nil

@@ -87,7 +87,7 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 		return nil, err
 	}
 	for i, slot := range picked {
-		q := e.queues[e.jobs.get(slot).queue]
+		q := e.queues[e.jq(e.jobs.get(slot))]
 		r := e.ent.add()
 		r.Kind = KindJob
 		r.Job = e.image(q, slot)
@@ -108,7 +108,7 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 	e.stats.Taken += uint64(len(picked))
 	out := make([]Job, len(picked))
 	for i, slot := range picked {
-		q := e.queues[e.jobs.get(slot).queue]
+		q := e.queues[e.jq(e.jobs.get(slot))]
 		q.stats.Taken++
 		out[i] = e.view(q, slot)
 		if out[i].Attempt == 1 && e.onFirstTake != nil {
@@ -160,7 +160,7 @@ func (e *Engine) checkReceipt(slot uint32, id, receipt string, any bool) error {
 	if receipt == "" {
 		return badf("receipt", "required: the receipt from the take that reserved the job")
 	}
-	if receipt != formatReceipt(j.seq, e.resv[slot].nonce) {
+	if receipt != formatReceipt(j.seqNo(), e.resv[slot].nonce) {
 		return errf(CodeConflict, "receipt does not match the current reservation of job %q (it expired or the job was taken again)", id)
 	}
 	return nil

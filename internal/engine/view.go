@@ -7,7 +7,7 @@ func (e *Engine) view(q *queue, slot uint32) Job {
 	j := e.jobs.get(slot)
 	v := Job{
 		ID:          e.jobID(slot),
-		Seq:         j.seq,
+		Seq:         j.seqNo(),
 		Namespace:   q.ns.name,
 		Queue:       q.name,
 		State:       j.state,
@@ -17,17 +17,18 @@ func (e *Engine) view(q *queue, slot uint32) Job {
 		Key:         e.keys.names[j.key],
 		CreatedAt:   fromMS(e.created(slot)),
 		ActivateAt:  fromMS(e.activateAt(slot)),
-		TTR:         time.Duration(j.ttr) * time.Millisecond,
+		TTR:         time.Duration(e.jttr(j)) * time.Millisecond,
 		Tries:       uint32(j.tries),
 		Attempt:     j.attempt,
 		Buried:      j.flags&fBuried != 0,
 	}
 	if r, ok := e.resv[slot]; ok {
-		v.Receipt = formatReceipt(j.seq, r.nonce)
+		v.Receipt = formatReceipt(j.seqNo(), r.nonce)
 		v.ReservedUntil = fromMS(r.until)
 		v.TTR = time.Duration(r.ttr) * time.Millisecond
 	}
-	if x := e.ext[slot]; x != nil {
+	if x, ok := e.ext(slot); ok {
+		cloneExtStrings(&x)
 		if x.expire != 0 {
 			v.ExpireAt = fromMS(x.expire)
 		}

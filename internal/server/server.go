@@ -67,6 +67,9 @@ type Config struct {
 	SyncInterval  time.Duration // under wal.SyncInterval
 	SegmentSize   int64
 	ForceRecovery bool
+	// MaxJobs bounds the jobs the node holds; a put beyond is refused
+	// (queue_full) rather than running the process out of memory. 0: none.
+	MaxJobs uint64
 
 	// AdminToken is required by the admin API and accepted by every
 	// namespace. It (or a namespace token) is what allows listening
@@ -213,7 +216,7 @@ func New(cfg Config) (s *Server, err error) {
 	var b *broker.Broker
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
 	s.hist = stats.New(0)
-	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock})
+	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock, MaxJobs: cfg.MaxJobs})
 	if err != nil {
 		return nil, err
 	}

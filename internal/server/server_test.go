@@ -206,3 +206,55 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// --max-jobs: the put beyond the node's budget is refused with a clear
+// error over HTTP (429 queue_full) and over the beanstalkd protocol
+// (OUT_OF_MEMORY, beanstalkd's answer when it has no room), and nothing is
+// stored.
+func TestMaxJobsRefusesPutsBeyondTheBudget(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxJobs = 2
+	s := servertest.Start(t, cfg, 10*time.Second)
+	url := "http://" + s.Addr(server.HTTP) + "/v1/ns/default/queues/q/jobs"
+	for i, want := range []int{201, 201, 429} {
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{"payload":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("put %d: %d %s, want %d", i, resp.StatusCode, body, want)
+		}
+		if want == 429 && !strings.Contains(string(body), "maximum of 2 jobs") {
+			t.Fatalf("refusal does not name the limit: %s", body)
+		}
+	}
+	c, err := net.DialTimeout("tcp", s.Addr(server.Beanstalk), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("use q\r\nput 0 0 60 1\r\nx\r\nstats-tube q\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	for _, want := range []string{"USING q", "OUT_OF_MEMORY", "OK "} {
+		line, err := r.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, want) {
+			t.Fatalf("got %q (%v), want %s", line, err, want)
+		}
+	}
+	body := make([]byte, 0, 1024)
+	for !strings.Contains(string(body), "current-jobs-ready") {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = append(body, line...)
+	}
+	if !strings.Contains(string(body), "current-jobs-ready: 2") {
+		t.Fatalf("stats-tube after the refused puts: %s", body)
+	}
+}

@@ -23,7 +23,7 @@
 //
 //	offset  size  field
 //	     0     8  magic "CHRONOQS"
-//	     8     4  format version (1)
+//	     8     4  format version (2; 1 is still read)
 //	    12     4  footer size (64)
 //	    16     4  position: segment
 //	    20     4  position: offset
@@ -60,9 +60,14 @@ const (
 
 	footerSize      = 64
 	blockHeaderSize = 12
-	formatVersion   = 1
-	suffix          = ".snap"
-	tmpMarker       = ".snap.tmp-"
+	// formatVersion is what Create writes. Version 2 files may hold the
+	// engine's job chunks (engine/snapchunk.go) besides encoded entries; a
+	// version-1 file holds entries only and still loads. A build from
+	// before version 2 refuses a version-2 file by its footer.
+	formatVersion    = 2
+	minFormatVersion = 1
+	suffix           = ".snap"
+	tmpMarker        = ".snap.tmp-"
 )
 
 var (
@@ -107,8 +112,8 @@ func decodeFooter(b []byte) (footer, error) {
 	if got, want := crc32.Checksum(b[:60], castagnoli), binary.LittleEndian.Uint32(b[60:]); got != want {
 		return f, fmt.Errorf("footer checksum mismatch (stored %#08x, computed %#08x)", want, got)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != formatVersion {
-		return f, fmt.Errorf("unsupported snapshot format version %d", v)
+	if v := binary.LittleEndian.Uint32(b[8:]); v < minFormatVersion || v > formatVersion {
+		return f, fmt.Errorf("unsupported snapshot format version %d (this build reads %d to %d)", v, minFormatVersion, formatVersion)
 	}
 	if s := binary.LittleEndian.Uint32(b[12:]); s != footerSize {
 		return f, fmt.Errorf("footer size %d, want %d", s, footerSize)

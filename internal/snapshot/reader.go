@@ -23,6 +23,10 @@ type Reader struct {
 	left  uint32 // items left in the current block
 	index uint64 // next block to read
 	off   uint64 // file offset of the next block
+
+	blockOff uint64 // file offset of the block items come from now
+	stream   bool   // OpenStream: nothing checked ahead of Next
+	items    uint64 // items handed out
 }
 
 // Open opens a snapshot and verifies all of it — footer, every block
@@ -44,6 +48,25 @@ func Open(path string) (*Reader, error) {
 		return nil, fmt.Errorf("snapshot: %s: %w", path, err)
 	}
 	r.br = bufio.NewReaderSize(f, 1<<20)
+	return r, nil
+}
+
+// OpenStream opens a snapshot checking only its footer; every block is
+// checked (checksum, item framing) as Next reaches it, and the counts
+// against the footer at the end, so the file is read once. For a caller
+// that can throw away what it applied when Next fails (recovery builds a
+// fresh engine per snapshot it tries); Open suits one that cannot.
+func OpenStream(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: open %s: %w", path, err)
+	}
+	r := &Reader{path: path, f: f, stream: true}
+	if r.ft, _, err = readFooter(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.br = bufio.NewReaderSize(io.NewSectionReader(f, 0, int64(r.ft.dataLen)), 1<<20)
 	return r, nil
 }
 
@@ -167,12 +190,15 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 	for r.left == 0 {
 		if r.index == r.ft.blocks {
+			if r.stream && (r.off != r.ft.dataLen || r.items != r.ft.items) {
+				return nil, r.corrupt("found %d items in %d of %d data bytes, footer says %d items", r.items, r.off, r.ft.dataLen, r.ft.items)
+			}
 			return nil, io.EOF
 		}
 		// Checked by Open; checked again so a file changed since then
 		// yields an error, never a wrong item.
 		if r.off >= r.ft.dataLen {
-			return nil, r.corrupt("file changed after Open: data ends before block %d", r.index)
+			return nil, r.corrupt("data ends before block %d of %d (or the file changed after Open)", r.index, r.ft.blocks)
 		}
 		payload, count, err := readBlock(r.br, r.index, r.ft.dataLen-r.off, &r.block)
 		if err == nil {
@@ -182,6 +208,7 @@ func (r *Reader) Next() ([]byte, error) {
 			return nil, r.corrupt("block %d at offset %d: %v", r.index, r.off, err)
 		}
 		r.rest, r.left = payload, count
+		r.blockOff = r.off
 		r.index++
 		r.off += blockHeaderSize + uint64(len(payload))
 	}
@@ -189,7 +216,17 @@ func (r *Reader) Next() ([]byte, error) {
 	item := r.rest[k : k+int(n)]
 	r.rest = r.rest[k+int(n):]
 	r.left--
+	r.items++
 	return item, nil
+}
+
+// Where names the block the last item came from: its number and the file
+// offset of its header, for errors about an item's content.
+func (r *Reader) Where() (block uint64, offset uint64) {
+	if r.index == 0 {
+		return 0, 0
+	}
+	return r.index - 1, r.blockOff
 }
 
 // Close releases the file.

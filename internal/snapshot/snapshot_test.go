@@ -296,3 +296,56 @@ func FuzzOpen(f *testing.F) {
 }
 
 func pos(seg, off uint32) wal.Position { return wal.Position{Segment: seg, Offset: off} }
+
+// streamAll reads a snapshot through OpenStream: the items, or the first
+// error.
+func streamAll(path string) ([][]byte, error) {
+	r, err := OpenStream(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out [][]byte
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, bytes.Clone(it))
+	}
+}
+
+// OpenStream reads what Open reads, and every damage Open refuses up
+// front fails it by the end of the file, naming the file.
+func TestOpenStreamChecksAsItReads(t *testing.T) {
+	path, orig := smallSnapshot(t)
+	got, err := streamAll(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := readAll(t, path); len(got) != len(want) {
+		t.Fatalf("stream read %d items, Open read %d", len(got), len(want))
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for off := 0; off < len(orig); off++ {
+		data := bytes.Clone(orig)
+		data[off] ^= 1 << r.IntN(8)
+		os.WriteFile(path, data, 0o644)
+		if _, err := streamAll(path); err == nil || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("flip at offset %d of %d: %v", off, len(orig), err)
+		}
+	}
+	for n := 0; n < len(orig); n++ {
+		os.WriteFile(path, orig[:n], 0o644)
+		if _, err := streamAll(path); err == nil {
+			t.Fatalf("truncation to %d bytes not detected", n)
+		}
+	}
+	os.WriteFile(path, append(bytes.Clone(orig), 0), 0o644)
+	if _, err := streamAll(path); err == nil {
+		t.Fatal("appended byte not detected")
+	}
+}

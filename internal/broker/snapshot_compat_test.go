@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/snapshot"
+)
+
+// A snapshot written before job chunks existed — format version 1, every
+// job an encoded entry — still loads: an upgrade needs nothing but the
+// new binary, and its first snapshot is written in the new format.
+func TestVersion1SnapshotStillLoads(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir, 1<<40)
+	churn(t, b, rand.New(rand.NewPCG(5, 6)), 2000)
+	want := dump(t, b)
+	// write a version-1 snapshot of the current state, the way builds
+	// before job chunks did
+	var path string
+	_, err := b.do(context.Background(), func(time.Time) (any, error) {
+		b.syncBarrier()
+		w, err := snapshot.Create(b.snapDir(), b.log.End())
+		if err != nil {
+			return nil, err
+		}
+		it := b.eng.Snapshot()
+		for ent := it.Next(100); ent != nil; ent = it.Next(100) {
+			if err := w.Add(ent.Encode(nil)); err != nil {
+				return nil, err
+			}
+		}
+		info, err := w.Commit()
+		path = info.Path
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.skipFinalSnapshot = true
+	b.Close()
+	setFooterVersion(t, path, 1)
+	snaps, _ := snapshot.List(b.snapDir())
+	for _, s := range snaps {
+		if s.Path != path {
+			os.Remove(s.Path)
+		}
+	}
+
+	b = open(t, dir, 1<<40)
+	if b.recovered.Records != 0 {
+		t.Fatalf("replayed %d records: the version-1 snapshot was not used", b.recovered.Records)
+	}
+	same(t, want, dump(t, b))
+	b.Close() // writes a new snapshot, in the current format
+	snaps, _ = snapshot.List(filepath.Join(dir, "snap"))
+	if v := footerVersion(t, snaps[0].Path); v != 2 {
+		t.Fatalf("new snapshot has format version %d", v)
+	}
+	b = open(t, dir, 1<<40)
+	same(t, want, dump(t, b))
+	b.Close()
+}
+
+func footerVersion(t *testing.T, path string) uint32 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint32(b[len(b)-64+8:])
+}
+
+// setFooterVersion rewrites a snapshot's footer version (and its CRC;
+// internal/snapshot/format.go has the layout).
+func setFooterVersion(t *testing.T, path string, v uint32) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := b[len(b)-64:]
+	binary.LittleEndian.PutUint32(ft[8:], v)
+	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A job chunk whose block checksum is right but whose content does not
+// make sense (a bug, or another build's records) is refused naming the
+// file, the block and its offset; recovery then falls back to the log.
+func TestBadJobChunkRefusedWithFileAndOffset(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir, 1<<40)
+	churn(t, b, rand.New(rand.NewPCG(7, 8)), 500)
+	want := dump(t, b)
+	var path string
+	_, err := b.do(context.Background(), func(time.Time) (any, error) {
+		b.syncBarrier()
+		w, err := snapshot.Create(b.snapDir(), b.log.End())
+		if err != nil {
+			return nil, err
+		}
+		it := b.eng.Snapshot()
+		chunks := 0
+		for {
+			item, ok := it.NextItem(nil, 1024)
+			if !ok {
+				break
+			}
+			if engine.IsChunk(item) {
+				chunks++
+				item[2]++ // the record size: another build's layout
+			}
+			if err := w.Add(item); err != nil {
+				return nil, err
+			}
+		}
+		if chunks == 0 {
+			t.Error("no job chunk written")
+		}
+		info, err := w.Commit()
+		path = info.Path
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.skipFinalSnapshot = true
+	b.Close()
+
+	_, _, err = loadSnapshot(path)
+	if !errors.Is(err, engine.ErrCorrupt) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), "block 0 at offset 0") || !strings.Contains(err.Error(), "another version") {
+		t.Fatalf("bad chunk: %v", err)
+	}
+	b = open(t, dir, 1<<40)
+	if b.recovered.Records == 0 {
+		t.Fatal("the bad snapshot was used")
+	}
+	same(t, want, dump(t, b))
+	b.Close()
+}
