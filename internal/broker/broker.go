@@ -40,6 +40,9 @@ type Options struct {
 	// Observer, when set, is told about commits, snapshots and latencies
 	// (the metrics package implements it).
 	Observer Observer
+	// Cluster, when set, makes the broker a raft member (cluster.go);
+	// nil is the single-node mode, with no raft in its path.
+	Cluster *ClusterOptions
 }
 
 // Observer receives the broker's measurements.
@@ -92,6 +95,8 @@ type Broker struct {
 
 	tokMu  sync.RWMutex
 	tokens map[string]string // token hash → namespace (a copy readable off-loop)
+
+	cl *clusterState // nil in single-node mode
 }
 
 // request is one unit of work for the loop. fn runs on the loop; the
@@ -165,6 +170,15 @@ func Open(opts Options) (*Broker, error) {
 		done:    make(chan struct{}),
 		drained: make(chan struct{}),
 		tokens:  map[string]string{},
+	}
+	if opts.Cluster != nil {
+		if err := b.openCluster(); err != nil {
+			unlock()
+			return nil, err
+		}
+		b.ready.Store(true)
+		go b.clusterLoop()
+		return b, nil
 	}
 	if err := b.recover(); err != nil {
 		unlock()
@@ -510,6 +524,12 @@ func (b *Broker) Ready() error {
 	}
 	if p := b.failed.Load(); p != nil {
 		return unavailable("log failed: %v", *p)
+	}
+	if b.cl != nil {
+		if b.closing.Load() {
+			return errClosed
+		}
+		return b.clusterReady()
 	}
 	if err := b.log.NoSpace(); err != nil {
 		return unavailable("writes refused: %v", err)

@@ -1,0 +1,280 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/chronoq/chronoq/internal/cluster"
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/pubsub"
+)
+
+// ClusterOptions makes the broker a member of a raft group
+// (docs/cluster.md): its log is the raft log, and its loop drives the
+// member.
+type ClusterOptions struct {
+	ID    uint64
+	Peers []uint64 // every voter, this member included (bootstrap)
+	// Transport sends raft messages to peers; it must not block.
+	Transport Transport
+	// TickInterval is raft's tick (default 100 ms): elections take 10
+	// ticks without a heartbeat, heartbeats go every tick.
+	TickInterval time.Duration
+	// Entropy replaces crypto/rand for receipts and ids (tests).
+	Entropy io.Reader
+}
+
+// Transport carries raft messages between members.
+type Transport interface {
+	Send(msgs []raftpb.Message)
+}
+
+// CodeNoQuorum answers a request a member cannot serve because it knows
+// no leader (a minority partition, an election under way).
+const CodeNoQuorum engine.Code = "no_quorum"
+
+// clusterState is the broker's part of a member.
+type clusterState struct {
+	node   *cluster.Node
+	inbox  chan raftpb.Message
+	turns  []turn
+	tr     Transport
+	lead   atomic.Uint64 // the leader this member knows (read off the loop by Ready)
+	status chan chan ClusterStatus
+}
+
+// turn is one loop turn's requests on the leader: they are answered when
+// every entry the turn produced (or could have observed) has committed.
+type turn struct {
+	p    *cluster.Proposal
+	reqs []*request
+	pubs []outPub
+}
+
+// ClusterStatus is what a member knows of the group.
+type ClusterStatus struct {
+	ID      uint64 `json:"id"`
+	Role    string `json:"role"`
+	Term    uint64 `json:"term"`
+	Leader  uint64 `json:"leader"`
+	Commit  uint64 `json:"commit"`
+	Applied uint64 `json:"applied"`
+}
+
+func (b *Broker) openCluster() error {
+	co := b.opts.Cluster
+	if co.TickInterval == 0 {
+		co.TickInterval = 100 * time.Millisecond
+	}
+	if co.Transport == nil {
+		return errors.New("broker: a cluster member needs a transport")
+	}
+	node, err := cluster.Open(cluster.Config{
+		ID:     co.ID,
+		Peers:  co.Peers,
+		Dir:    b.walDir(),
+		WAL:    b.opts.WAL,
+		Engine: engine.Options{Entropy: co.Entropy},
+		Logger: b.lg,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	b.cl = &clusterState{node: node, inbox: make(chan raftpb.Message, 4096), tr: co.Transport, status: make(chan chan ClusterStatus)}
+	b.log = node.Log()
+	b.eng = node.Engine()
+	// Real-time channels are not replicated yet: the hub exists so the
+	// front ends can be built, and serves what this member publishes.
+	b.chans.hub = pubsub.New(pubsub.Options{Clock: b.now})
+	return nil
+}
+
+// Receive hands the loop a raft message from a peer. A full inbox drops
+// it: raft retransmits.
+func (b *Broker) Receive(m raftpb.Message) {
+	if b.cl == nil {
+		return
+	}
+	select {
+	case b.cl.inbox <- m:
+	default:
+	}
+}
+
+// ClusterStatus reports this member's view (zero outside a cluster).
+func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
+	if b.cl == nil {
+		return ClusterStatus{}, false
+	}
+	ch := make(chan ClusterStatus, 1)
+	select {
+	case b.cl.status <- ch:
+		return <-ch, true
+	case <-b.done:
+		return ClusterStatus{}, false
+	}
+}
+
+func (b *Broker) clusterStatus() ClusterStatus {
+	st, applied, _ := b.cl.node.Status()
+	return ClusterStatus{ID: st.ID, Role: st.RaftState.String(), Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: applied}
+}
+
+// clusterReady is Ready for a member: it must know a leader.
+func (b *Broker) clusterReady() error {
+	if b.cl.lead.Load() == 0 {
+		return &engine.Error{Code: CodeNoQuorum, Message: "this node knows no leader: no quorum is reachable"}
+	}
+	return nil
+}
+
+// clusterLoop is the loop of a member: step peer messages and ticks,
+// handle Ready (persist, send, apply, answer), and on the leader run the
+// batch and propose what it decided.
+func (b *Broker) clusterLoop() {
+	defer close(b.done)
+	cl := b.cl
+	tick := time.NewTicker(b.opts.Cluster.TickInterval)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	batch := make([]*request, 0, b.opts.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-b.reqs:
+			batch = append(batch, r)
+		case m := <-cl.inbox:
+			b.step(m)
+		case <-tick.C:
+			cl.node.Tick()
+		case <-timer.C:
+		case ch := <-cl.status:
+			ch <- b.clusterStatus()
+		case <-b.stop:
+			b.clusterShutdown()
+			return
+		}
+	drain:
+		for {
+			reqs := b.reqs
+			if len(batch) == cap(batch) {
+				reqs = nil
+			}
+			select {
+			case m := <-cl.inbox:
+				b.step(m)
+			case r := <-reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		b.clusterProcess()
+		now := b.now()
+		b.eng = cl.node.Engine()
+		var served []*request
+		p := cl.node.Exec(now, func(e *engine.Engine, now time.Time) (any, error) {
+			for _, r := range batch {
+				r.res, r.err = r.fn(now)
+			}
+			served = b.waiters.serve(b, now)
+			return nil, nil
+		})
+		reqs := make([]*request, 0, len(batch)+len(served))
+		for _, r := range batch {
+			if !r.park && !r.answered {
+				reqs = append(reqs, r)
+			}
+		}
+		for _, r := range served {
+			if !r.park && !r.answered {
+				reqs = append(reqs, r)
+			}
+		}
+		if p.Err != nil && engine.CodeOf(p.Err) == cluster.CodeNotLeader && cl.lead.Load() == 0 {
+			p.Err = &engine.Error{Code: CodeNoQuorum, Message: "no leader is known: this node cannot reach a quorum"}
+		}
+		cl.turns = append(cl.turns, turn{p: p, reqs: reqs, pubs: b.takeOut()})
+		b.clusterProcess()
+		b.resetTimer(timer, now)
+	}
+}
+
+func (b *Broker) step(m raftpb.Message) {
+	if err := b.cl.node.Step(m); err != nil {
+		b.lg.Debug("cluster: peer message refused", "from", m.From, "type", m.Type.String(), "err", err)
+	}
+}
+
+// clusterProcess handles raft's Readys, sends, and answers the turns that
+// completed.
+func (b *Broker) clusterProcess() {
+	cl := b.cl
+	before, _, _ := cl.node.Status()
+	if err := cl.node.Process(); err != nil {
+		b.fail(err)
+	}
+	if out := cl.node.Outbox(); len(out) > 0 {
+		cl.tr.Send(out)
+	}
+	st, _, _ := cl.node.Status()
+	if st.Lead != cl.lead.Load() {
+		b.lg.Info("cluster: leader changed", "id", st.ID, "leader", st.Lead, "term", st.Term)
+		cl.lead.Store(st.Lead)
+	}
+	if st.Applied != before.Applied || b.eng != cl.node.Engine() {
+		b.eng = cl.node.Engine()
+		b.refreshTokens()
+	}
+	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 {
+		// Parked long-polls end empty on a member that no longer leads:
+		// their clients ask again, and reach the new leader.
+		b.waiters.releaseAll()
+	}
+	k := 0
+	for _, t := range cl.turns {
+		if !t.p.Done {
+			cl.turns[k] = t
+			k++
+			continue
+		}
+		if t.p.Err == nil {
+			b.deliver(t.pubs)
+		}
+		for _, r := range t.reqs {
+			if t.p.Err != nil {
+				r.res, r.err = nil, t.p.Err
+			}
+			r.finish()
+		}
+	}
+	clear(cl.turns[k:])
+	cl.turns = cl.turns[:k]
+}
+
+func (b *Broker) clusterShutdown() {
+	for {
+		select {
+		case r := <-b.reqs:
+			r.res, r.err = nil, errClosed
+			r.finish()
+			continue
+		default:
+		}
+		break
+	}
+	b.waiters.releaseAll()
+	for _, t := range b.cl.turns {
+		for _, r := range t.reqs {
+			r.res, r.err = nil, &engine.Error{Code: cluster.CodeUnknownOutcome, Message: "server shut down before the change committed; it may or may not have been applied"}
+			r.finish()
+		}
+	}
+	b.cl.turns = nil
+}
