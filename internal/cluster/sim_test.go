@@ -193,7 +193,7 @@ func (s *sim) crash(m *simMember) {
 }
 
 // step advances the simulation by one step of simStepMS.
-func (s *sim) step(faults bool) {
+func (s *sim) step(faults, ops bool) {
 	s.g += simStepMS
 	if faults {
 		switch r := s.rng.IntN(1000); {
@@ -258,7 +258,9 @@ func (s *sim) step(faults bool) {
 		}
 		s.process(m)
 	}
-	s.client(faults)
+	if ops {
+		s.client(faults)
+	}
 	for _, m := range s.members {
 		if m.downUntil == 0 {
 			s.process(m)
@@ -393,7 +395,7 @@ func (s *sim) finish() {
 				m.downUntil = s.g // restart now
 			}
 		}
-		s.step(false)
+		s.step(false, false)
 		if i > 400 && s.converged() {
 			break
 		}
@@ -472,7 +474,7 @@ func runSim(t *testing.T, seed uint64, steps int, dir string) (simStats, error) 
 	}
 	defer s.close()
 	for i := 0; i < steps && s.err == nil; i++ {
-		s.step(true)
+		s.step(true, true)
 	}
 	if s.err == nil {
 		s.finish()
