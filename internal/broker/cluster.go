@@ -106,6 +106,16 @@ func (b *Broker) Receive(m raftpb.Message) {
 	}
 }
 
+// ClusterLeader is the leader this member knows (0: none) and whether it
+// is this member; readable from any goroutine.
+func (b *Broker) ClusterLeader() (leader uint64, self bool) {
+	if b.cl == nil {
+		return 0, true
+	}
+	l := b.cl.lead.Load()
+	return l, l != 0 && l == b.opts.Cluster.ID
+}
+
 // ClusterStatus reports this member's view (zero outside a cluster).
 func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 	if b.cl == nil {

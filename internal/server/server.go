@@ -99,6 +99,10 @@ type Config struct {
 	// end talks to (tests count calls through it). Recovery, snapshots
 	// and metrics still use the broker itself.
 	WrapBackend func(*broker.Broker) Backend
+
+	// Cluster, when set, makes this server a member of a raft cluster
+	// (cluster.go, docs/cluster.md).
+	Cluster *ClusterConfig
 }
 
 // Tuning holds Config.Tune's hooks; nil hooks change nothing.
@@ -145,6 +149,7 @@ type Server struct {
 	lm      *lmstfyapi.Server
 	rt      *rtws.Server
 	bs      *beanstalk.Server
+	cl      *clusterPart // nil without Config.Cluster
 
 	lns   map[string]net.Listener // bound in New, served by Run
 	https map[string]*http.Server
@@ -192,7 +197,13 @@ func New(cfg Config) (s *Server, err error) {
 		ForceRecovery: cfg.ForceRecovery, Logger: lg}
 	var b *broker.Broker
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
-	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: m, Clock: cfg.Clock})
+	bopts := broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: m, Clock: cfg.Clock}
+	if cfg.Cluster != nil {
+		if s.cl, bopts.Cluster, err = newClusterPart(cfg); err != nil {
+			return nil, err
+		}
+	}
+	b, err = broker.Open(bopts)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +240,11 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	if err := s.listen(); err != nil {
 		return nil, err
+	}
+	if s.cl != nil {
+		if err := s.cl.start(s); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -309,6 +325,9 @@ func (s *Server) MainHandler() http.Handler {
 	mux.Handle("/api/", s.lm.Main())
 	mux.Handle("GET /v1/ws", s.rt.Handler())
 	mux.Handle("GET /v1/sse", s.rt.Handler())
+	if s.cl != nil {
+		return s.cl.forward(s, mux)
+	}
 	return mux
 }
 
@@ -470,6 +489,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		s.shutErr = s.b.Close()
+		if s.cl != nil {
+			s.cl.close()
+		}
 	})
 	return s.shutErr
 }

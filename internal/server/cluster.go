@@ -1,0 +1,254 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/chronoq/chronoq/internal/broker"
+	"github.com/chronoq/chronoq/internal/cluster"
+)
+
+// ClusterConfig makes a server a member of a raft cluster
+// (docs/cluster.md).
+type ClusterConfig struct {
+	NodeID uint64
+	// Peers maps every member id, this one included, to its peer address
+	// (--peers 1=127.0.0.1:7790,2=...).
+	Peers map[uint64]string
+	// PeerAddr is where to accept peers; default Peers[NodeID].
+	PeerAddr string
+	// Secret authenticates members to each other. Required unless every
+	// peer address is loopback (protected mode).
+	Secret []byte
+	// TickInterval is raft's tick (default 100 ms).
+	TickInterval time.Duration
+}
+
+// MinClusterSecret is the shortest cluster secret accepted.
+const MinClusterSecret = 16
+
+// ParsePeers parses "1=host:port,2=host:port".
+func ParsePeers(s string) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		idStr, addr, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("--peers: %q is not id=host:port", part)
+		}
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("--peers: node id %q must be a number from 1", idStr)
+		}
+		if _, _, err := splitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--peers: address of node %d: %w", id, err)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("--peers: node %d appears twice", id)
+		}
+		peers[id] = addr
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("--peers: no peers given")
+	}
+	return peers, nil
+}
+
+func splitHostPort(addr string) (string, string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", err
+	}
+	if port == "" {
+		return "", "", fmt.Errorf("%q has no port", addr)
+	}
+	return host, port, nil
+}
+
+// clusterPart is the server's share of a member: the transport and the
+// forwarding of client requests to the leader.
+type clusterPart struct {
+	cfg    ClusterConfig
+	tr     atomic.Pointer[cluster.Transport]
+	b      atomic.Pointer[broker.Broker]
+	mu     sync.Mutex
+	proxes map[string]*httputil.ReverseProxy
+}
+
+// forwardedHeader marks a request a member forwarded, so that it is never
+// forwarded twice (members that disagree about the leader answer 503).
+const forwardedHeader = "X-Chronoq-Forwarded-By"
+
+func newClusterPart(cfg Config) (*clusterPart, *broker.ClusterOptions, error) {
+	cc := *cfg.Cluster
+	if cc.NodeID == 0 {
+		return nil, nil, errors.New("--node-id: must be 1 or more")
+	}
+	if _, ok := cc.Peers[cc.NodeID]; !ok {
+		return nil, nil, fmt.Errorf("--peers: this node's id %d is not among them", cc.NodeID)
+	}
+	if cc.PeerAddr == "" {
+		cc.PeerAddr = cc.Peers[cc.NodeID]
+	}
+	if len(cc.Secret) > 0 && len(cc.Secret) < MinClusterSecret {
+		return nil, nil, fmt.Errorf("--cluster-secret-file: the secret must be at least %d bytes, got %d", MinClusterSecret, len(cc.Secret))
+	}
+	if len(cc.Secret) == 0 {
+		// Protected mode: peer traffic beyond loopback needs the secret.
+		addrs := []string{cc.PeerAddr}
+		for _, a := range cc.Peers {
+			addrs = append(addrs, a)
+		}
+		for _, a := range addrs {
+			if !IsLoopback(a) {
+				return nil, nil, fmt.Errorf("refusing to run a cluster over %s without a cluster secret: pass --cluster-secret-file FILE "+
+					"(the same secret of at least %d bytes on every node), or use loopback addresses only", a, MinClusterSecret)
+			}
+		}
+	}
+	if err := checkMember(cfg.DataDir, cc.NodeID, cc.Peers); err != nil {
+		return nil, nil, err
+	}
+	p := &clusterPart{cfg: cc, proxes: map[string]*httputil.ReverseProxy{}}
+	ids := make([]uint64, 0, len(cc.Peers))
+	for id := range cc.Peers {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return p, &broker.ClusterOptions{ID: cc.NodeID, Peers: ids, Transport: p, TickInterval: cc.TickInterval}, nil
+}
+
+// memberFile records, in the data directory, which member wrote it: a
+// data directory copied to another node, or given to another cluster, is
+// refused instead of mixing two logs.
+const memberFile = "cluster-member"
+
+func checkMember(dir string, id uint64, peers map[uint64]string) error {
+	path := filepath.Join(dir, memberFile)
+	want := fmt.Sprintf("node %d\n", id)
+	got, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if string(got) != want {
+			return fmt.Errorf("data directory %s belongs to cluster member %q, not node %d: give each node its own data directory",
+				dir, strings.TrimSpace(string(got)), id)
+		}
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "wal")); err == nil && len(entries) > 0 {
+		return fmt.Errorf("data directory %s holds a single node's log: a cluster member starts from an empty data directory", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(want), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Send is the broker's transport until the real one starts.
+func (p *clusterPart) Send(msgs []raftpb.Message) {
+	if tr := p.tr.Load(); tr != nil {
+		tr.Send(msgs)
+	}
+}
+
+func (p *clusterPart) start(s *Server) error {
+	p.b.Store(s.b)
+	adv := ""
+	if a := s.Addr(HTTP); a != "" {
+		adv = "http://" + a
+	}
+	tr, err := cluster.NewTransport(cluster.TransportConfig{
+		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: p.cfg.Peers, Secret: p.cfg.Secret, Advertise: adv,
+		Deliver: s.b.Receive, Logger: s.lg,
+	})
+	if err != nil {
+		return err
+	}
+	p.tr.Store(tr)
+	s.lg.Info("cluster member started", "node", p.cfg.NodeID, "peer_addr", tr.Addr().String(), "peers", len(p.cfg.Peers))
+	return nil
+}
+
+func (p *clusterPart) close() {
+	if tr := p.tr.Load(); tr != nil {
+		tr.Close()
+	}
+}
+
+// PeerAddr is the bound peer address of a cluster member ("" otherwise).
+func (s *Server) PeerAddr() string {
+	if s.cl == nil {
+		return ""
+	}
+	if tr := s.cl.tr.Load(); tr != nil {
+		return tr.Addr().String()
+	}
+	return ""
+}
+
+// forward sends a follower's client requests to the leader, so any node
+// serves every HTTP protocol (the native API, lmstfy's /api, WebSocket and
+// SSE). Without a known leader the request runs here and is answered 503
+// no_quorum.
+func (p *clusterPart) forward(s *Server, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lead, self := s.b.ClusterLeader()
+		tr := p.tr.Load()
+		if self || lead == 0 || tr == nil || r.Header.Get(forwardedHeader) != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		target := tr.Advertised(lead)
+		if target == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Header.Set(forwardedHeader, strconv.FormatUint(p.cfg.NodeID, 10))
+		p.proxy(s, target).ServeHTTP(w, r)
+	})
+}
+
+func (p *clusterPart) proxy(s *Server, target string) *httputil.ReverseProxy {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rp := p.proxes[target]; rp != nil {
+		return rp
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		u = &url.URL{Scheme: "http", Host: "invalid"}
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1 // SSE and long-polls stream through
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		s.lg.Warn("cluster: forwarding to the leader failed", "leader", target, "path", r.URL.Path, "err", err)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"error":{"code":"no_quorum","message":"the leader at %s did not answer"}}`+"\n", target)
+	}
+	p.proxes[target] = rp
+	return rp
+}
