@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,9 @@ type ClusterStatus struct {
 	Leader  uint64 `json:"leader"`
 	Commit  uint64 `json:"commit"`
 	Applied uint64 `json:"applied"`
+	// Match is, on the leader, each member's last log index known to
+	// match the leader's.
+	Match map[uint64]uint64 `json:"match,omitempty"`
 }
 
 func (b *Broker) openCluster() error {
@@ -132,7 +136,8 @@ func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 
 func (b *Broker) clusterStatus() ClusterStatus {
 	st, applied, _ := b.cl.node.Status()
-	return ClusterStatus{ID: st.ID, Role: st.RaftState.String(), Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: applied}
+	return ClusterStatus{ID: st.ID, Role: strings.TrimPrefix(st.RaftState.String(), "State"), Term: st.Term, Leader: st.Lead,
+		Commit: st.Commit, Applied: applied, Match: b.cl.node.Progress()}
 }
 
 // clusterReady is Ready for a member: it must know a leader.

@@ -71,7 +71,7 @@ func (n *memNet) leader(t *testing.T, except uint64) *Broker {
 		}
 		n.mu.Unlock()
 		for _, b := range bs {
-			if st, _ := b.ClusterStatus(); st.Role == "StateLeader" && b.Ready() == nil {
+			if st, _ := b.ClusterStatus(); st.Role == "Leader" && b.Ready() == nil {
 				if _, err := b.ListQueues(context.Background(), "default"); err == nil {
 					return b
 				}

@@ -208,6 +208,20 @@ func (n *Node) ReadBlob(r engine.BlobRef) ([]byte, error) {
 	return n.log.ReadAt(r.Segment, r.Offset, r.Len)
 }
 
+// Progress is, on the leader, how far each member's log is known to match
+// the leader's (nil elsewhere).
+func (n *Node) Progress() map[uint64]uint64 {
+	st := n.rn.Status()
+	if len(st.Progress) == 0 {
+		return nil
+	}
+	out := make(map[uint64]uint64, len(st.Progress))
+	for id, pr := range st.Progress {
+		out[id] = pr.Match
+	}
+	return out
+}
+
 // Failed is the error that stopped the member, if any.
 func (n *Node) Failed() error { return n.failed }
 

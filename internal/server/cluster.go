@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -251,4 +253,28 @@ func (p *clusterPart) proxy(s *Server, target string) *httputil.ReverseProxy {
 	}
 	p.proxes[target] = rp
 	return rp
+}
+
+// statusHandler answers GET /cluster/status on the admin listener: this
+// member's view of the group. With an admin token it requires it.
+func (p *clusterPart) statusHandler(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok := s.cfg.AdminToken; tok != "" {
+			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprintln(w, `{"error":{"code":"unauthorized","message":"the admin token is required"}}`)
+				return
+			}
+		}
+		st, ok := s.b.ClusterStatus()
+		w.Header().Set("Content-Type", "application/json")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, `{"error":{"code":"unavailable","message":"server is shutting down"}}`)
+			return
+		}
+		json.NewEncoder(w).Encode(st)
+	})
 }

@@ -341,6 +341,9 @@ func (s *Server) AdminHandler() http.Handler {
 	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
 		mux.Handle(p, s.lm.Admin())
 	}
+	if s.cl != nil {
+		mux.Handle("GET /cluster/status", s.cl.statusHandler(s))
+	}
 	return mux
 }
 
