@@ -496,7 +496,7 @@ func simSeeds(t *testing.T) int {
 	if testing.Short() {
 		return 2
 	}
-	return 12
+	return 24
 }
 
 func TestSimulation(t *testing.T) {
