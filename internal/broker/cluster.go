@@ -194,7 +194,7 @@ func (b *Broker) clusterLoop() {
 		now := b.now()
 		b.eng = cl.node.Engine()
 		var served []*request
-		p := cl.node.Exec(now, func(e *engine.Engine, now time.Time) (any, error) {
+		p := cl.node.Exec(now, len(batch) > 0, func(e *engine.Engine, now time.Time) (any, error) {
 			for _, r := range batch {
 				r.res, r.err = r.fn(now)
 			}

@@ -136,8 +136,14 @@ func TestClusterBrokersReplicateAndFailOver(t *testing.T) {
 	if _, err := next.Ack(ctx, "default", "q", held.ID, engine.AckRequest{Receipt: held.Receipt}); err != nil {
 		t.Fatalf("ack with the old leader's receipt on the new leader: %v", err)
 	}
-	// The old leader, cut off, cannot commit: it answers no write.
+	// The old leader, cut off, cannot commit: it answers no write, and
+	// no read from the state the new leader has since changed.
 	old := net.members[st.ID]
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer rcancel()
+	if j, err := old.Peek(rctx, "default", "q", held.ID); err == nil {
+		t.Fatalf("a leader cut off from its peers answered a read: job %s is %s there, acked on the new leader", held.ID, j.State)
+	}
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	_, err = old.Put(wctx, "default", "q", engine.PutRequest{Payload: []byte("lost")})

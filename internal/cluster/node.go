@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +78,7 @@ type Node struct {
 	// confApplied is the last conf change handed to raft: a rebuild
 	// applies entries again, raft must see each change once.
 	confApplied uint64
+	readSeq     uint64 // ReadIndex request contexts
 }
 
 // ownEntry is an entry this leader decided and wrote itself.
@@ -94,6 +97,7 @@ type Proposal struct {
 	Index uint64 // the last entry the command's answer depends on
 	Term  uint64
 	Done  bool
+	read  []byte // a ReadIndex request not yet answered
 }
 
 // Open recovers a member from its log (or bootstraps a fresh one).
@@ -292,9 +296,13 @@ func (n *Node) CanExec() error {
 // Exec runs a command on the leader's engine at now (never earlier than the
 // last entry's time). Entries it produces are proposed and written to the
 // log buffer; the proposal is Done when they commit. A command that
-// produced nothing is Done once everything it could have observed has
-// committed.
-func (n *Node) Exec(now time.Time, fn func(e *engine.Engine, now time.Time) (any, error)) *Proposal {
+// produced nothing depends on what it observed: if the engine holds
+// uncommitted entries, it is Done when they commit; otherwise, with
+// linearize, once raft confirms (ReadIndex) that this member still leads
+// and its applied index covers the commit index of that moment — a leader
+// cut off from the others must not answer from state a new leader may
+// have changed. Without linearize it is Done at once.
+func (n *Node) Exec(now time.Time, linearize bool, fn func(e *engine.Engine, now time.Time) (any, error)) *Proposal {
 	p := &Proposal{}
 	if err := n.CanExec(); err != nil {
 		p.Err, p.Done = err, true
@@ -310,10 +318,16 @@ func (n *Node) Exec(now time.Time, fn func(e *engine.Engine, now time.Time) (any
 	if n.ahead != before && n.cfg.OnApplied != nil {
 		n.cfg.OnApplied(n.ahead, n.sink.term)
 	}
-	if p.Index <= n.applied {
-		p.Done = true
-	} else {
+	switch {
+	case p.Index > n.applied:
 		n.pending = append(n.pending, p)
+	case linearize:
+		n.readSeq++
+		p.read = binary.LittleEndian.AppendUint64(nil, n.readSeq)
+		n.rn.ReadIndex(p.read)
+		n.pending = append(n.pending, p)
+	default:
+		p.Done = true
 	}
 	return p
 }
@@ -426,6 +440,13 @@ func (n *Node) processReady(rd raft.Ready) error {
 		n.termStart = n.lastIndex
 	}
 	n.out = append(n.out, rd.Messages...)
+	for _, rs := range rd.ReadStates {
+		for _, p := range n.pending {
+			if p.read != nil && bytes.Equal(p.read, rs.RequestCtx) {
+				p.read, p.Index = nil, rs.Index
+			}
+		}
+	}
 	for i := range rd.CommittedEntries {
 		if err := n.apply(&rd.CommittedEntries[i]); err != nil {
 			return err
@@ -565,7 +586,7 @@ func (n *Node) completePending() {
 		if p.Done {
 			continue
 		}
-		if p.Index <= n.applied {
+		if p.read == nil && p.Index <= n.applied {
 			p.Done = true
 			continue
 		}

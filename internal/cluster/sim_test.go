@@ -307,14 +307,14 @@ func (s *sim) client(faults bool) {
 		payload := fmt.Sprintf("payload-%d-%s", s.payloadSeq, strings.Repeat("x", s.rng.IntN(200)))
 		delay := time.Duration(s.rng.IntN(3)) * 200 * time.Millisecond
 		op.kind = "put"
-		op.p = m.n.Exec(now, func(e *engine.Engine, now time.Time) (any, error) {
+		op.p = m.n.Exec(now, true, func(e *engine.Engine, now time.Time) (any, error) {
 			return e.Put(now, "default", "q", engine.PutRequest{Payload: []byte(payload), Delay: &delay})
 		})
 		s.stats.puts++
 	case r < 7:
 		op.kind = "take"
 		ttr := 20 * time.Second
-		op.p = m.n.Exec(now, func(e *engine.Engine, now time.Time) (any, error) {
+		op.p = m.n.Exec(now, true, func(e *engine.Engine, now time.Time) (any, error) {
 			jobs, err := e.Take(now, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 1, TTR: &ttr})
 			for _, j := range jobs {
 				if j.ActivateAt.After(now) {
@@ -336,7 +336,7 @@ func (s *sim) client(faults bool) {
 		}
 		s.attempted[h.id] = true
 		op.kind, op.job = "ack", h
-		op.p = m.n.Exec(now, func(e *engine.Engine, now time.Time) (any, error) {
+		op.p = m.n.Exec(now, true, func(e *engine.Engine, now time.Time) (any, error) {
 			return e.Ack(now, "default", "q", h.id, engine.AckRequest{Receipt: h.receipt})
 		})
 		s.stats.acks++
