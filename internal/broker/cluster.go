@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,7 @@ type clusterState struct {
 	tr     Transport
 	lead   atomic.Uint64 // the leader this member knows (read off the loop by Ready)
 	status chan chan ClusterStatus
+	ctl    chan func() // runs on the loop
 }
 
 // turn is one loop turn's requests on the leader: they are answered when
@@ -89,7 +91,7 @@ func (b *Broker) openCluster() error {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	b.cl = &clusterState{node: node, inbox: make(chan raftpb.Message, 4096), tr: co.Transport, status: make(chan chan ClusterStatus)}
+	b.cl = &clusterState{node: node, inbox: make(chan raftpb.Message, 4096), tr: co.Transport, status: make(chan chan ClusterStatus), ctl: make(chan func())}
 	b.log = node.Log()
 	b.eng = node.Engine()
 	// Real-time channels are not replicated yet: the hub exists so the
@@ -118,6 +120,44 @@ func (b *Broker) ClusterLeader() (leader uint64, self bool) {
 	}
 	l := b.cl.lead.Load()
 	return l, l != 0 && l == b.opts.Cluster.ID
+}
+
+// TransferLeadership hands leadership to the most caught-up peer when this
+// member leads, and waits (bounded by ctx) until another member leads, so
+// that stopping it costs clients no election timeout. It does nothing
+// outside a cluster or on a follower.
+func (b *Broker) TransferLeadership(ctx context.Context) {
+	if b.cl == nil {
+		return
+	}
+	if _, self := b.ClusterLeader(); !self {
+		return
+	}
+	res := make(chan uint64, 1)
+	select {
+	case b.cl.ctl <- func() { res <- b.cl.node.TransferLeadership() }:
+	case <-b.done:
+		return
+	case <-ctx.Done():
+		return
+	}
+	to := <-res
+	if to == 0 {
+		return
+	}
+	b.lg.Info("cluster: handing leadership over before stopping", "to", to)
+	for {
+		if lead, self := b.ClusterLeader(); !self && lead != 0 {
+			b.lg.Info("cluster: leadership handed over", "leader", lead)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.lg.Warn("cluster: leadership not handed over in time; stopping anyway")
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // ClusterStatus reports this member's view (zero outside a cluster).
@@ -171,6 +211,8 @@ func (b *Broker) clusterLoop() {
 		case <-timer.C:
 		case ch := <-cl.status:
 			ch <- b.clusterStatus()
+		case fn := <-cl.ctl:
+			fn()
 		case <-b.stop:
 			b.clusterShutdown()
 			return

@@ -172,3 +172,33 @@ func TestClusterBrokersReplicateAndFailOver(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Stopping the leader hands leadership over first: another member leads
+// the moment Close returns, without waiting out an election timeout.
+func TestClusterLeaderHandsOverOnClose(t *testing.T) {
+	dir := t.TempDir()
+	net := &memNet{members: map[uint64]*Broker{}, down: map[uint64]bool{}}
+	for id := uint64(1); id <= 3; id++ {
+		b := net.open(t, dir, id)
+		defer func() { b.Close() }()
+	}
+	lead := net.leader(t, 0)
+	st, _ := lead.ClusterStatus()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	lead.TransferLeadership(ctx)
+	if err := lead.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for id, b := range net.members {
+		if id == st.ID {
+			continue
+		}
+		if l, self := b.ClusterLeader(); self {
+			return
+		} else if l == st.ID {
+			continue
+		}
+	}
+	t.Fatalf("no other member leads right after the leader stopped")
+}

@@ -212,6 +212,25 @@ func (n *Node) ReadBlob(r engine.BlobRef) ([]byte, error) {
 	return n.log.ReadAt(r.Segment, r.Offset, r.Len)
 }
 
+// TransferLeadership asks raft to hand leadership to the voter whose log
+// is furthest along (the leader's own excluded); it answers the target, 0
+// when this member does not lead or has no peer to hand to.
+func (n *Node) TransferLeadership() uint64 {
+	if !n.leader {
+		return 0
+	}
+	var best, match uint64
+	for id, m := range n.Progress() {
+		if id != n.cfg.ID && (best == 0 || m > match) {
+			best, match = id, m
+		}
+	}
+	if best != 0 {
+		n.rn.TransferLeader(best)
+	}
+	return best
+}
+
 // Progress is, on the leader, how far each member's log is known to match
 // the leader's (nil elsewhere).
 func (n *Node) Progress() map[uint64]uint64 {

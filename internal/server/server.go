@@ -468,6 +468,13 @@ func (s *Server) Run(ctx context.Context) error {
 // snapshot. ctx bounds the waits for connections to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.once.Do(func() {
+		if s.cl != nil {
+			// A leader hands over first, while it still serves and
+			// forwards (docs/cluster.md).
+			tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			s.b.TransferLeadership(tctx)
+			cancel()
+		}
 		close(s.stopping)
 		if s.bs != nil {
 			if err := s.bs.Close(); err != nil {
