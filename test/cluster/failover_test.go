@@ -174,7 +174,23 @@ func envInt(name string, def int) int {
 func TestKillLeaderUnderLoad(t *testing.T) {
 	kills := envInt("CHRONOQ_CLUSTER_KILLS", 3)
 	c := startCluster(t)
-	c.leader(15 * time.Second)
+	first := c.leader(15 * time.Second)
+	// chronoq cluster status --json, asked of the leader, names it and
+	// lists every member.
+	out, err := exec.Command(binPath, "cluster", "status", "--json", "--admin-url", "http://"+first.admin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("chronoq cluster status: %v\n%s", err, out)
+	}
+	var cs struct {
+		Leader uint64 `json:"leader"`
+		Nodes  []struct {
+			ID   uint64 `json:"id"`
+			Role string `json:"role"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(out, &cs); err != nil || cs.Leader != first.id || len(cs.Nodes) != 3 {
+		t.Fatalf("chronoq cluster status --json: %s (err %v), want leader %d and 3 nodes", out, err, first.id)
+	}
 
 	var (
 		mu        sync.Mutex
