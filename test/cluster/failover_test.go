@@ -78,11 +78,12 @@ func startCluster(t *testing.T) *clusterT {
 	return c
 }
 
-func (c *clusterT) start(n *node) {
+func (c *clusterT) start(n *node, extra ...string) {
 	c.t.Helper()
 	n.out = &testbin.Output{}
-	n.cmd = exec.Command(binPath, "serve", "--data", n.dir, "--http", n.http, "--admin", n.admin, "--beanstalk", "",
-		"--node-id", strconv.FormatUint(n.id, 10), "--peers", c.peers, "--log-async=false")
+	args := append([]string{"serve", "--data", n.dir, "--http", n.http, "--admin", n.admin, "--beanstalk", "",
+		"--node-id", strconv.FormatUint(n.id, 10), "--peers", c.peers, "--log-async=false"}, extra...)
+	n.cmd = exec.Command(binPath, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 	if err := n.cmd.Start(); err != nil {
 		c.t.Fatal(err)
