@@ -29,6 +29,9 @@ type ClusterOptions struct {
 	TickInterval time.Duration
 	// Entropy replaces crypto/rand for receipts and ids (tests).
 	Entropy io.Reader
+	// OnCommit, when set, is told how long each batch that wrote waited
+	// from being decided on the leader to being committed.
+	OnCommit func(d time.Duration)
 }
 
 // Transport carries raft messages between members.
@@ -49,14 +52,28 @@ type clusterState struct {
 	lead   atomic.Uint64 // the leader this member knows (read off the loop by Ready)
 	status chan chan ClusterStatus
 	ctl    chan func() // runs on the loop
+
+	leaderChanges uint64
+	held          []heldRequest // arrived while a new leader caught up
 }
+
+// heldRequest waits for a new leader to catch up with the log (at most
+// holdCatchUp), instead of failing a client a moment before it would be
+// served.
+type heldRequest struct {
+	r     *request
+	since time.Time
+}
+
+const holdCatchUp = 3 * time.Second
 
 // turn is one loop turn's requests on the leader: they are answered when
 // every entry the turn produced (or could have observed) has committed.
 type turn struct {
-	p    *cluster.Proposal
-	reqs []*request
-	pubs []outPub
+	p       *cluster.Proposal
+	reqs    []*request
+	pubs    []outPub
+	decided time.Time // when the leader decided it; zero if it wrote nothing
 }
 
 // ClusterStatus is what a member knows of the group.
@@ -70,6 +87,10 @@ type ClusterStatus struct {
 	// Match is, on the leader, each member's last log index known to
 	// match the leader's.
 	Match map[uint64]uint64 `json:"match,omitempty"`
+	// LeaderChanges counts the leader changes this member saw since it
+	// started; Proposals the entries it proposed as leader.
+	LeaderChanges uint64 `json:"leader_changes"`
+	Proposals     uint64 `json:"proposals"`
 }
 
 func (b *Broker) openCluster() error {
@@ -177,7 +198,8 @@ func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 func (b *Broker) clusterStatus() ClusterStatus {
 	st, applied, _ := b.cl.node.Status()
 	return ClusterStatus{ID: st.ID, Role: strings.TrimPrefix(st.RaftState.String(), "State"), Term: st.Term, Leader: st.Lead,
-		Commit: st.Commit, Applied: applied, Match: b.cl.node.Progress()}
+		Commit: st.Commit, Applied: applied, Match: b.cl.node.Progress(),
+		LeaderChanges: b.cl.leaderChanges, Proposals: b.cl.node.Proposals()}
 }
 
 // clusterReady is Ready for a member: it must know a leader.
@@ -234,8 +256,37 @@ func (b *Broker) clusterLoop() {
 		}
 		b.clusterProcess()
 		now := b.now()
+		if cl.node.CatchingUp() {
+			for _, r := range batch {
+				cl.held = append(cl.held, heldRequest{r, now})
+			}
+			k := 0
+			for _, h := range cl.held {
+				if now.Sub(h.since) > holdCatchUp {
+					h.r.res, h.r.err = nil, unavailable("the new leader is still catching up with the log; retry shortly")
+					h.r.finish()
+					continue
+				}
+				cl.held[k] = h
+				k++
+			}
+			clear(cl.held[k:])
+			cl.held = cl.held[:k]
+			b.resetTimer(timer, now)
+			continue
+		}
+		if len(cl.held) > 0 {
+			all := make([]*request, 0, len(cl.held)+len(batch))
+			for _, h := range cl.held {
+				all = append(all, h.r)
+			}
+			batch = append(all, batch...)
+			clear(cl.held)
+			cl.held = cl.held[:0]
+		}
 		b.eng = cl.node.Engine()
 		var served []*request
+		proposed := cl.node.Proposals()
 		p := cl.node.Exec(now, len(batch) > 0, func(e *engine.Engine, now time.Time) (any, error) {
 			for _, r := range batch {
 				r.res, r.err = r.fn(now)
@@ -257,7 +308,11 @@ func (b *Broker) clusterLoop() {
 		if p.Err != nil && engine.CodeOf(p.Err) == cluster.CodeNotLeader && cl.lead.Load() == 0 {
 			p.Err = &engine.Error{Code: CodeNoQuorum, Message: "no leader is known: this node cannot reach a quorum"}
 		}
-		cl.turns = append(cl.turns, turn{p: p, reqs: reqs, pubs: b.takeOut()})
+		t := turn{p: p, reqs: reqs, pubs: b.takeOut()}
+		if cl.node.Proposals() != proposed {
+			t.decided = time.Now()
+		}
+		cl.turns = append(cl.turns, t)
 		b.clusterProcess()
 		b.resetTimer(timer, now)
 	}
@@ -284,6 +339,7 @@ func (b *Broker) clusterProcess() {
 	if st.Lead != cl.lead.Load() {
 		b.lg.Info("cluster: leader changed", "id", st.ID, "leader", st.Lead, "term", st.Term)
 		cl.lead.Store(st.Lead)
+		cl.leaderChanges++
 	}
 	if st.Applied != before.Applied || b.eng != cl.node.Engine() {
 		b.eng = cl.node.Engine()
@@ -303,6 +359,9 @@ func (b *Broker) clusterProcess() {
 		}
 		if t.p.Err == nil {
 			b.deliver(t.pubs)
+			if !t.decided.IsZero() && b.opts.Cluster.OnCommit != nil {
+				b.opts.Cluster.OnCommit(time.Since(t.decided))
+			}
 		}
 		for _, r := range t.reqs {
 			if t.p.Err != nil {
@@ -327,6 +386,11 @@ func (b *Broker) clusterShutdown() {
 		break
 	}
 	b.waiters.releaseAll()
+	for _, h := range b.cl.held {
+		h.r.res, h.r.err = nil, errClosed
+		h.r.finish()
+	}
+	b.cl.held = nil
 	for _, t := range b.cl.turns {
 		for _, r := range t.reqs {
 			r.res, r.err = nil, &engine.Error{Code: cluster.CodeUnknownOutcome, Message: "server shut down before the change committed; it may or may not have been applied"}

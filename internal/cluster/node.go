@@ -79,6 +79,7 @@ type Node struct {
 	// applies entries again, raft must see each change once.
 	confApplied uint64
 	readSeq     uint64 // ReadIndex request contexts
+	proposals   uint64 // entries this member proposed as leader
 }
 
 // ownEntry is an entry this leader decided and wrote itself.
@@ -245,6 +246,9 @@ func (n *Node) Progress() map[uint64]uint64 {
 	return out
 }
 
+// Proposals counts the entries this member proposed as leader.
+func (n *Node) Proposals() uint64 { return n.proposals }
+
 // Failed is the error that stopped the member, if any.
 func (n *Node) Failed() error { return n.failed }
 
@@ -290,6 +294,12 @@ func notLeader(lead uint64) error {
 
 func unavailable(format string, args ...any) error {
 	return &engine.Error{Code: engine.CodeUnavailable, Message: fmt.Sprintf(format, args...)}
+}
+
+// CatchingUp reports a new leader that has not yet committed an entry of
+// its term: it will serve in a moment, so callers may hold requests.
+func (n *Node) CatchingUp() bool {
+	return n.failed == nil && n.leader && (n.termStart == 0 || n.applied < n.termStart)
 }
 
 // CanExec says whether Exec would run a command: this member leads, has
@@ -378,6 +388,7 @@ func (s *nodeSink) Append(ent *engine.Entry) error {
 	}
 	ent.Locate(pos.Segment, pos.Offset+wal.FrameHeaderSize+wal.RaftEntryHeader)
 	n.lastIndex, n.ahead, n.lastTime = idx, idx, ent.Time
+	n.proposals++
 	n.own[idx] = ownEntry{term: s.term, time: ent.Time, pos: pos, body: buf}
 	return nil
 }

@@ -496,7 +496,7 @@ func simSeeds(t *testing.T) int {
 	if testing.Short() {
 		return 2
 	}
-	return 24
+	return 16
 }
 
 func TestSimulation(t *testing.T) {

@@ -18,10 +18,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/cluster"
+	"github.com/chronoq/chronoq/internal/metrics"
 )
 
 // ClusterConfig makes a server a member of a raft cluster
@@ -87,18 +89,19 @@ func splitHostPort(addr string) (string, string, error) {
 // clusterPart is the server's share of a member: the transport and the
 // forwarding of client requests to the leader.
 type clusterPart struct {
-	cfg    ClusterConfig
-	tr     atomic.Pointer[cluster.Transport]
-	b      atomic.Pointer[broker.Broker]
-	mu     sync.Mutex
-	proxes map[string]*httputil.ReverseProxy
+	cfg     ClusterConfig
+	tr      atomic.Pointer[cluster.Transport]
+	b       atomic.Pointer[broker.Broker]
+	mu      sync.Mutex
+	proxes  map[string]*httputil.ReverseProxy
+	metrics *clusterCollector
 }
 
 // forwardedHeader marks a request a member forwarded, so that it is never
 // forwarded twice (members that disagree about the leader answer 503).
 const forwardedHeader = "X-Chronoq-Forwarded-By"
 
-func newClusterPart(cfg Config) (*clusterPart, *broker.ClusterOptions, error) {
+func newClusterPart(cfg Config, m *metrics.Metrics) (*clusterPart, *broker.ClusterOptions, error) {
 	cc := *cfg.Cluster
 	if cc.NodeID == 0 {
 		return nil, nil, errors.New("--node-id: must be 1 or more")
@@ -129,12 +132,17 @@ func newClusterPart(cfg Config) (*clusterPart, *broker.ClusterOptions, error) {
 		return nil, nil, err
 	}
 	p := &clusterPart{cfg: cc, proxes: map[string]*httputil.ReverseProxy{}}
+	p.metrics = newClusterCollector(p)
+	if err := m.Register(p.metrics); err != nil {
+		return nil, nil, fmt.Errorf("cluster metrics: %w", err)
+	}
 	ids := make([]uint64, 0, len(cc.Peers))
 	for id := range cc.Peers {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return p, &broker.ClusterOptions{ID: cc.NodeID, Peers: ids, Transport: p, TickInterval: cc.TickInterval}, nil
+	return p, &broker.ClusterOptions{ID: cc.NodeID, Peers: ids, Transport: p, TickInterval: cc.TickInterval,
+		OnCommit: func(d time.Duration) { p.metrics.commit.Observe(d.Seconds()) }}, nil
 }
 
 // memberFile records, in the data directory, which member wrote it: a
@@ -277,4 +285,70 @@ func (p *clusterPart) statusHandler(s *Server) http.Handler {
 		}
 		json.NewEncoder(w).Encode(st)
 	})
+}
+
+// clusterCollector exports a member's raft state on /metrics.
+type clusterCollector struct {
+	p                                          *clusterPart
+	term, leader, isLeader, commitIdx, applied *prometheus.Desc
+	lag, leaderChanges, proposals              *prometheus.Desc
+	commit                                     prometheus.Histogram
+}
+
+func newClusterCollector(p *clusterPart) *clusterCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("chronoq_cluster_"+name, help, labels, nil)
+	}
+	return &clusterCollector{p: p,
+		term:          d("term", "Current raft term."),
+		leader:        d("leader", "Id of the leader this node knows (0: none)."),
+		isLeader:      d("is_leader", "1 on the leader."),
+		commitIdx:     d("commit_index", "Raft commit index."),
+		applied:       d("applied_index", "Last entry applied to the engine."),
+		lag:           d("follower_lag_entries", "On the leader: entries between the commit index and what a member's log is known to match.", "node"),
+		leaderChanges: d("leader_changes_total", "Leader changes this node saw since it started."),
+		proposals:     d("proposals_total", "Entries this node proposed as leader."),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "chronoq_cluster_commit_seconds", Help: "From a batch decided on the leader to its entries committed on a quorum.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+	}
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.term, c.leader, c.isLeader, c.commitIdx, c.applied, c.lag, c.leaderChanges, c.proposals} {
+		ch <- d
+	}
+	c.commit.Describe(ch)
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	c.commit.Collect(ch)
+	b := c.p.b.Load()
+	if b == nil {
+		return
+	}
+	st, ok := b.ClusterStatus()
+	if !ok {
+		return
+	}
+	g := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	g(c.term, st.Term)
+	g(c.leader, st.Leader)
+	isLeader := uint64(0)
+	if st.Leader == st.ID && st.ID != 0 {
+		isLeader = 1
+	}
+	g(c.isLeader, isLeader)
+	g(c.commitIdx, st.Commit)
+	g(c.applied, st.Applied)
+	for id, m := range st.Match {
+		if id != st.ID {
+			g(c.lag, st.Commit-min(m, st.Commit), strconv.FormatUint(id, 10))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.leaderChanges, prometheus.CounterValue, float64(st.LeaderChanges))
+	ch <- prometheus.MustNewConstMetric(c.proposals, prometheus.CounterValue, float64(st.Proposals))
 }

@@ -199,7 +199,7 @@ func New(cfg Config) (s *Server, err error) {
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
 	bopts := broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: m, Clock: cfg.Clock}
 	if cfg.Cluster != nil {
-		if s.cl, bopts.Cluster, err = newClusterPart(cfg); err != nil {
+		if s.cl, bopts.Cluster, err = newClusterPart(cfg, m); err != nil {
 			return nil, err
 		}
 	}

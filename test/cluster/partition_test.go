@@ -156,6 +156,23 @@ func TestPartitionedLeaderCommitsNothing(t *testing.T) {
 			t.Fatalf("put on the majority: %d %s %v", code, body, err)
 		}
 	}
+	// The new leader's metrics say so, and count the commits.
+	resp, err := client.Get("http://" + next.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mb strings.Builder
+	io.Copy(&mb, resp.Body)
+	resp.Body.Close()
+	metricsText := mb.String()
+	for _, want := range []string{"chronoq_cluster_is_leader 1", fmt.Sprintf("chronoq_cluster_leader %d", next.id), "chronoq_cluster_follower_lag_entries{node=", "chronoq_cluster_leader_changes_total "} {
+		if !strings.Contains(metricsText, want) {
+			t.Errorf("metrics of the new leader lack %q", want)
+		}
+	}
+	if strings.Contains(metricsText, "chronoq_cluster_commit_seconds_count 0\n") || !strings.Contains(metricsText, "chronoq_cluster_commit_seconds_count") {
+		t.Errorf("the new leader's commit latency histogram counted nothing")
+	}
 	// The old leader answers writes with 503 promptly, and commits
 	// nothing while cut off.
 	for i := 0; i < 5; i++ {
