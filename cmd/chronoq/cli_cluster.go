@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -33,21 +34,27 @@ type clusterNode struct {
 func cliCluster(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		fmt.Fprint(cliOut, `Usage: chronoq cluster status [--admin-url URL] [--json]
+       chronoq cluster transfer-leader NODE_ID [--admin-url URL]
 
-Show a cluster member's view of the group, from its admin listener
+status shows a cluster member's view of the group, from its admin listener
 (--admin-url, CHRONOQ_ADMIN_URL). Asked of the leader, it lists every
-member with how far its log matches the leader's.
+member with how far its log matches the leader's. transfer-leader, sent to
+the leader's admin listener, hands leadership to member NODE_ID.
 
 Example:
   chronoq cluster status --admin-url http://127.0.0.1:7778 --json
 `)
 		if len(args) == 0 {
-			return errors.New("cluster: give a subcommand: status")
+			return errors.New("cluster: give a subcommand: status or transfer-leader")
 		}
 		return nil
 	}
-	if args[0] != "status" {
-		return fmt.Errorf("cluster: unknown subcommand %q (want status)", args[0])
+	switch args[0] {
+	case "status":
+	case "transfer-leader":
+		return cliTransferLeader(args[1:])
+	default:
+		return fmt.Errorf("cluster: unknown subcommand %q (want status or transfer-leader)", args[0])
 	}
 	c := newCLICmd("cluster status", "[flags]", "Show a cluster member's view of the group", "chronoq cluster status --json")
 	if _, err := c.parse(args[1:], 0, 0); err != nil {
@@ -100,4 +107,42 @@ Example:
 		cliRow(w, fmt.Sprint(n.ID), n.Role, applied, fmt.Sprint(n.Match))
 	}
 	return w.Flush()
+}
+
+func cliTransferLeader(args []string) error {
+	c := newCLICmd("cluster transfer-leader", "NODE_ID [flags]", "Hand leadership to a member (ask the leader's admin listener)",
+		"chronoq cluster transfer-leader 2 --admin-url http://127.0.0.1:7778")
+	pos, err := c.parse(args, 1, 1)
+	if err != nil {
+		return cliDone(err)
+	}
+	to, err := strconv.ParseUint(pos[0], 10, 64)
+	if err != nil || to == 0 {
+		return fmt.Errorf("cluster transfer-leader: NODE_ID must be a number from 1, got %q", pos[0])
+	}
+	ctx, cancel := cliContext()
+	defer cancel()
+	base := strings.TrimRight(cliEnv(c.conn.adminURL, "CHRONOQ_ADMIN_URL", cliDefaultAdminURL), "/")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/cluster/transfer-leader", strings.NewReader(fmt.Sprintf(`{"to":%d}`, to)))
+	if err != nil {
+		return fmt.Errorf("cluster transfer-leader: %w", err)
+	}
+	if tok := cliEnv(c.conn.token, "CHRONOQ_TOKEN", ""); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cluster transfer-leader: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cluster transfer-leader: %s answered %d: %s", base, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if c.conn.json {
+		_, err := cliOut.Write(body)
+		return err
+	}
+	fmt.Fprintf(cliOut, "node %d leads\n", to)
+	return nil
 }

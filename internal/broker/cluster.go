@@ -181,6 +181,42 @@ func (b *Broker) TransferLeadership(ctx context.Context) {
 	}
 }
 
+// TransferLeadershipTo asks the leader to hand over to member to and
+// waits (bounded by ctx) until to leads. It fails on a follower (naming
+// the leader) and for an id that is not a member.
+func (b *Broker) TransferLeadershipTo(ctx context.Context, to uint64) error {
+	if b.cl == nil {
+		return &engine.Error{Code: engine.CodeBadRequest, Message: "this server is not a cluster member"}
+	}
+	if lead, self := b.ClusterLeader(); !self {
+		return &engine.Error{Code: cluster.CodeNotLeader, Message: fmt.Sprintf("ask the leader (node %d)", lead)}
+	}
+	res := make(chan bool, 1)
+	select {
+	case b.cl.ctl <- func() { res <- b.cl.node.TransferTo(to) }:
+	case <-b.done:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if !<-res {
+		if to == b.opts.Cluster.ID {
+			return nil // already leads
+		}
+		return &engine.Error{Code: engine.CodeBadRequest, Field: "to", Message: fmt.Sprintf("node %d is not a member of this cluster", to)}
+	}
+	for {
+		if lead, _ := b.ClusterLeader(); lead == to {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return &engine.Error{Code: engine.CodeUnavailable, Message: fmt.Sprintf("node %d did not take over in time (is it caught up and reachable?)", to)}
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // ClusterStatus reports this member's view (zero outside a cluster).
 func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 	if b.cl == nil {

@@ -213,6 +213,19 @@ func (n *Node) ReadBlob(r engine.BlobRef) ([]byte, error) {
 	return n.log.ReadAt(r.Segment, r.Offset, r.Len)
 }
 
+// TransferTo asks raft to hand leadership to member to (a no-op on a
+// follower; raft ignores an unknown member).
+func (n *Node) TransferTo(to uint64) bool {
+	if !n.leader || to == n.cfg.ID {
+		return false
+	}
+	if _, ok := n.Progress()[to]; !ok {
+		return false
+	}
+	n.rn.TransferLeader(to)
+	return true
+}
+
 // TransferLeadership asks raft to hand leadership to the voter whose log
 // is furthest along (the leader's own excluded); it answers the target, 0
 // when this member does not lead or has no peer to hand to.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/chronoq/chronoq/internal/broker"
 	"github.com/chronoq/chronoq/internal/cluster"
+	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/metrics"
 )
 
@@ -263,18 +265,71 @@ func (p *clusterPart) proxy(s *Server, target string) *httputil.ReverseProxy {
 	return rp
 }
 
+// adminAuth checks the admin token when the server has one.
+func adminAuth(s *Server, w http.ResponseWriter, r *http.Request) bool {
+	tok := s.cfg.AdminToken
+	if tok == "" {
+		return true
+	}
+	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1 {
+		return true
+	}
+	writeClusterError(w, http.StatusUnauthorized, "unauthorized", "the admin token is required")
+	return false
+}
+
+func writeClusterError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// transferHandler answers POST /cluster/transfer-leader {"to": N} on the
+// leader's admin listener: leadership moves to member N (answered once it
+// leads, within 5 s).
+func (p *clusterPart) transferHandler(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !adminAuth(s, w, r) {
+			return
+		}
+		var req struct {
+			To uint64 `json:"to"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.To == 0 {
+			writeClusterError(w, http.StatusBadRequest, "bad_request", `body must be {"to": NODE_ID} with a node id from 1`)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := s.b.TransferLeadershipTo(ctx, req.To); err != nil {
+			var ee *engine.Error
+			status, code := http.StatusServiceUnavailable, "unavailable"
+			if errors.As(err, &ee) {
+				code = string(ee.Code)
+				if ee.Code == engine.CodeBadRequest {
+					status = http.StatusBadRequest
+				}
+			}
+			writeClusterError(w, status, code, err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]uint64{"leader": req.To})
+	})
+}
+
 // statusHandler answers GET /cluster/status on the admin listener: this
 // member's view of the group. With an admin token it requires it.
 func (p *clusterPart) statusHandler(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tok := s.cfg.AdminToken; tok != "" {
-			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusUnauthorized)
-				fmt.Fprintln(w, `{"error":{"code":"unauthorized","message":"the admin token is required"}}`)
-				return
-			}
+		if !adminAuth(s, w, r) {
+			return
 		}
 		st, ok := s.b.ClusterStatus()
 		w.Header().Set("Content-Type", "application/json")

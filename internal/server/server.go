@@ -343,6 +343,7 @@ func (s *Server) AdminHandler() http.Handler {
 	}
 	if s.cl != nil {
 		mux.Handle("GET /cluster/status", s.cl.statusHandler(s))
+		mux.Handle("POST /cluster/transfer-leader", s.cl.transferHandler(s))
 	}
 	return mux
 }

@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"fmt"
+	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,7 +16,19 @@ import (
 // raft log, replayed from each node's WAL, is the only state).
 func TestRestartAndCrashWholeCluster(t *testing.T) {
 	c := startCluster(t)
-	c.leader(15 * time.Second)
+	lead := c.leader(15 * time.Second)
+	// chronoq cluster transfer-leader moves leadership on demand.
+	to := c.nodes[int(lead.id)%3]
+	if out, err := exec.Command(binPath, "cluster", "transfer-leader", fmt.Sprint(to.id), "--admin-url", "http://"+lead.admin).CombinedOutput(); err != nil {
+		t.Fatalf("chronoq cluster transfer-leader %d: %v\n%s", to.id, err, out)
+	}
+	if st, err := to.status(); err != nil || st.Role != "Leader" {
+		t.Fatalf("node %d after transfer-leader: %+v %v", to.id, st, err)
+	}
+	out, err := exec.Command(binPath, "cluster", "transfer-leader", "9", "--admin-url", "http://"+to.admin).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not a member") {
+		t.Fatalf("transfer-leader to a non-member: %v %s", err, out)
+	}
 	acked := map[string]bool{}
 	for i := 0; i < 50; i++ {
 		id := fmt.Sprintf("graceful-%d", i)
