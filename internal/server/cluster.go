@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -99,6 +100,21 @@ type clusterPart struct {
 	metrics *clusterCollector
 }
 
+// advertised is what a member tells its peers about itself when it
+// connects: where its clients reach it.
+type advertised struct {
+	HTTP      string `json:"http,omitempty"`      // base URL of the HTTP listener
+	Beanstalk string `json:"beanstalk,omitempty"` // host:port of the beanstalkd listener
+}
+
+func (p *clusterPart) advertisedBy(id uint64) advertised {
+	var ad advertised
+	if tr := p.tr.Load(); tr != nil {
+		json.Unmarshal([]byte(tr.Advertised(id)), &ad)
+	}
+	return ad
+}
+
 // forwardedHeader marks a request a member forwarded, so that it is never
 // forwarded twice (members that disagree about the leader answer 503).
 const forwardedHeader = "X-Chronoq-Forwarded-By"
@@ -187,10 +203,13 @@ func (p *clusterPart) Send(msgs []raftpb.Message) {
 
 func (p *clusterPart) start(s *Server) error {
 	p.b.Store(s.b)
-	adv := ""
+	var ad advertised
 	if a := s.Addr(HTTP); a != "" {
-		adv = "http://" + a
+		ad.HTTP = "http://" + a
 	}
+	ad.Beanstalk = s.Addr(Beanstalk)
+	advJSON, _ := json.Marshal(ad)
+	adv := string(advJSON)
 	tr, err := cluster.NewTransport(cluster.TransportConfig{
 		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: p.cfg.Peers, Secret: p.cfg.Secret, Advertise: adv,
 		Deliver: s.b.Receive, Logger: s.lg,
@@ -232,7 +251,7 @@ func (p *clusterPart) forward(s *Server, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		target := tr.Advertised(lead)
+		target := p.advertisedBy(lead).HTTP
 		if target == "" {
 			next.ServeHTTP(w, r)
 			return
@@ -406,4 +425,117 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.leaderChanges, prometheus.CounterValue, float64(st.LeaderChanges))
 	ch <- prometheus.MustNewConstMetric(c.proposals, prometheus.CounterValue, float64(st.Proposals))
+}
+
+// The beanstalkd protocol has no redirects, so a follower relays whole
+// connections: a connection accepted while another member leads is piped
+// to that member's beanstalkd listener, and closed when leadership moves
+// away from it (a beanstalkd client reconnects, and lands on the new
+// leader). Connections this member serves itself are closed when it stops
+// leading, for the same reason.
+type beanstalkRelay struct {
+	net.Listener
+	p *clusterPart
+	s *Server
+
+	mu      sync.Mutex
+	byLead  map[net.Conn]uint64 // open connections and the leader each depends on
+	stop    chan struct{}
+	stopped sync.Once
+}
+
+func (p *clusterPart) wrapBeanstalk(s *Server, ln net.Listener) net.Listener {
+	r := &beanstalkRelay{Listener: ln, p: p, s: s, byLead: map[net.Conn]uint64{}, stop: make(chan struct{})}
+	go r.watch()
+	return r
+}
+
+func (r *beanstalkRelay) Accept() (net.Conn, error) {
+	for {
+		c, err := r.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		lead, self := r.s.b.ClusterLeader()
+		if !self && lead != 0 {
+			if addr := r.p.advertisedBy(lead).Beanstalk; addr != "" {
+				go r.relay(c, lead, addr)
+				continue
+			}
+		}
+		r.track(c, lead)
+		return &relayConn{Conn: c, r: r}, nil
+	}
+}
+
+func (r *beanstalkRelay) Close() error {
+	r.stopped.Do(func() { close(r.stop) })
+	return r.Listener.Close()
+}
+
+func (r *beanstalkRelay) track(c net.Conn, lead uint64) {
+	r.mu.Lock()
+	r.byLead[c] = lead
+	r.mu.Unlock()
+}
+
+func (r *beanstalkRelay) untrack(c net.Conn) {
+	r.mu.Lock()
+	delete(r.byLead, c)
+	r.mu.Unlock()
+}
+
+type relayConn struct {
+	net.Conn
+	r *beanstalkRelay
+}
+
+func (c *relayConn) Close() error {
+	c.r.untrack(c.Conn)
+	return c.Conn.Close()
+}
+
+func (r *beanstalkRelay) relay(c net.Conn, lead uint64, addr string) {
+	up, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		r.s.lg.Warn("cluster: cannot relay a beanstalkd connection to the leader", "leader", lead, "addr", addr, "err", err)
+		c.Write([]byte("INTERNAL_ERROR\r\n"))
+		c.Close()
+		return
+	}
+	r.track(c, lead)
+	defer r.untrack(c)
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		dst.Close()
+		src.Close()
+		done <- struct{}{}
+	}
+	go pipe(up, c)
+	go pipe(c, up)
+	<-done
+	<-done
+}
+
+// watch closes connections whose leader is no longer the leader.
+func (r *beanstalkRelay) watch() {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		lead, _ := r.s.b.ClusterLeader()
+		r.mu.Lock()
+		for c, l := range r.byLead {
+			if l != lead && lead != 0 {
+				c.Close()
+				delete(r.byLead, c)
+			}
+		}
+		r.mu.Unlock()
+	}
 }

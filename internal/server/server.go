@@ -397,9 +397,13 @@ func (s *Server) listen() error {
 	}
 	if s.cfg.BeanstalkListener != nil {
 		s.lns[Beanstalk] = s.cfg.BeanstalkListener
-		return nil
+	} else if err := bind(Beanstalk, s.cfg.BeanstalkAddr); err != nil {
+		return err
 	}
-	return bind(Beanstalk, s.cfg.BeanstalkAddr)
+	if ln, ok := s.lns[Beanstalk]; ok && s.cl != nil {
+		s.lns[Beanstalk] = s.cl.wrapBeanstalk(s, ln)
+	}
+	return nil
 }
 
 // Addr is the bound address of a listener (HTTP, Admin or Beanstalk),
