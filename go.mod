@@ -3,6 +3,7 @@ module github.com/chronoq/chronoq
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/beanstalkd/go-beanstalk v0.2.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/gorilla/websocket v1.5.3
