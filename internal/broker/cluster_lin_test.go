@@ -148,9 +148,14 @@ func TestClusterLinearizable(t *testing.T) {
 		net.open(t, dir, id)
 	}
 	defer func() {
+		// Close outside the lock: a closing member's loop may be sending.
 		net.mu.Lock()
-		defer net.mu.Unlock()
+		var bs []*Broker
 		for _, b := range net.members {
+			bs = append(bs, b)
+		}
+		net.mu.Unlock()
+		for _, b := range bs {
 			b.Close()
 		}
 	}()
