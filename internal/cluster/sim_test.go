@@ -301,21 +301,38 @@ func (s *sim) client(faults bool) {
 	}
 	now := s.now(m)
 	var op simOp
-	switch r := s.rng.IntN(10); {
+	pickHeld := func() (held, bool) {
+		if len(s.heldJobs) == 0 {
+			return held{}, false
+		}
+		i := s.rng.IntN(len(s.heldJobs))
+		h := s.heldJobs[i]
+		s.heldJobs = slices.Delete(s.heldJobs, i, i+1)
+		// Too close to its end to tell an expiry from a lost reservation.
+		return h, h.until > s.g+m.skew+1000
+	}
+	switch r := s.rng.IntN(14); {
 	case r < 4:
 		s.payloadSeq++
 		payload := fmt.Sprintf("payload-%d-%s", s.payloadSeq, strings.Repeat("x", s.rng.IntN(200)))
+		req := engine.PutRequest{Payload: []byte(payload)}
 		delay := time.Duration(s.rng.IntN(3)) * 200 * time.Millisecond
+		req.Delay = &delay
+		if s.rng.IntN(3) == 0 {
+			req.Key = fmt.Sprintf("key-%d", s.rng.IntN(3)) // per-key FIFO chains
+		}
+		prio := uint32(s.rng.IntN(3))
+		req.Priority = &prio
 		op.kind = "put"
 		op.p = m.n.Exec(now, true, func(e *engine.Engine, now time.Time) (any, error) {
-			return e.Put(now, "default", "q", engine.PutRequest{Payload: []byte(payload), Delay: &delay})
+			return e.Put(now, "default", "q", req)
 		})
 		s.stats.puts++
 	case r < 7:
 		op.kind = "take"
 		ttr := 20 * time.Second
 		op.p = m.n.Exec(now, true, func(e *engine.Engine, now time.Time) (any, error) {
-			jobs, err := e.Take(now, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 1, TTR: &ttr})
+			jobs, err := e.Take(now, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 1 + s.rng.IntN(2), TTR: &ttr})
 			for _, j := range jobs {
 				if j.ActivateAt.After(now) {
 					s.failf("member %d took job %s at %s, before its activation at %s", m.id, j.ID, now, j.ActivateAt)
@@ -324,15 +341,10 @@ func (s *sim) client(faults bool) {
 			return jobs, err
 		})
 		s.stats.takes++
-	default:
-		if len(s.heldJobs) == 0 {
+	case r < 10:
+		h, ok := pickHeld()
+		if !ok {
 			return
-		}
-		i := s.rng.IntN(len(s.heldJobs))
-		h := s.heldJobs[i]
-		s.heldJobs = slices.Delete(s.heldJobs, i, i+1)
-		if h.until <= s.g+m.skew+1000 {
-			return // too close to its end to tell an expiry from a lost reservation
 		}
 		s.attempted[h.id] = true
 		op.kind, op.job = "ack", h
@@ -340,6 +352,26 @@ func (s *sim) client(faults bool) {
 			return e.Ack(now, "default", "q", h.id, engine.AckRequest{Receipt: h.receipt})
 		})
 		s.stats.acks++
+	case r < 12:
+		// A nack without a delay lets the leader's backoff (with jitter)
+		// decide when the job comes back: followers must not draw.
+		h, ok := pickHeld()
+		if !ok {
+			return
+		}
+		op.kind, op.job = "nack", h
+		op.p = m.n.Exec(now, true, func(e *engine.Engine, now time.Time) (any, error) {
+			return e.Nack(now, "default", "q", h.id, engine.NackRequest{Receipt: h.receipt, Error: "sim"})
+		})
+	default:
+		h, ok := pickHeld()
+		if !ok {
+			return
+		}
+		op.kind, op.job = "touch", h
+		op.p = m.n.Exec(now, true, func(e *engine.Engine, now time.Time) (any, error) {
+			return e.Touch(now, "default", "q", h.id, engine.TouchRequest{Receipt: h.receipt})
+		})
 	}
 	s.inflight = append(s.inflight, op)
 	// A crash between deciding and writing loses the entries.
@@ -380,6 +412,9 @@ func (s *sim) collect() {
 			}
 		case "ack":
 			s.ackedAcks[op.job.id] = true
+		case "touch":
+			until := op.p.Res.(time.Time)
+			s.heldJobs = append(s.heldJobs, held{id: op.job.id, receipt: op.job.receipt, until: until.UnixMilli()})
 		}
 	}
 	s.inflight = keep
