@@ -130,7 +130,7 @@ func Open(cfg Config) (*Node, error) {
 		log.Close()
 		return nil, fmt.Errorf("cluster: replay log %s: %w", cfg.Dir, err)
 	}
-	store, err := LoadStorage(rl)
+	store, err := LoadStorage(rl, log)
 	if err != nil {
 		log.Close()
 		return nil, err

@@ -500,6 +500,9 @@ func (s *sim) close() {
 // runSim runs one seed for the given number of steps and returns the first
 // broken property.
 func runSim(t *testing.T, seed uint64, steps int, dir string) (simStats, error) {
+	// Nearly every entry raft or a rebuild reads comes back from the log.
+	defer func(n int) { cacheEntries = n }(cacheEntries)
+	cacheEntries = 8
 	// raft draws its election timeouts from crypto/rand: seed it, so that
 	// a run is a function of its seed.
 	cryptotest.SetGlobalRandom(t, seed)

@@ -28,7 +28,7 @@ func openLog(t *testing.T, dir string) (*wal.Log, *Storage) {
 		l.Close()
 		t.Fatalf("replay: %v", err)
 	}
-	s, err := LoadStorage(rl)
+	s, err := LoadStorage(rl, l)
 	if err != nil {
 		l.Close()
 		t.Fatalf("load storage: %v", err)
@@ -207,7 +207,57 @@ func TestLoadStorageRefusesCommitBeyondLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := LoadStorage(rl); err == nil || !strings.Contains(err.Error(), "entries only up to 1") {
+	if _, err := LoadStorage(rl, nil); err == nil || !strings.Contains(err.Error(), "entries only up to 1") {
 		t.Fatalf("err = %v, want a refusal naming the last entry", err)
 	}
+}
+
+// Entries beyond the in-memory window come back from the log, byte for
+// byte, and the window stays bounded.
+func TestStorageReadsEvictedEntriesFromTheLog(t *testing.T) {
+	defer func(n int) { cacheEntries = n }(cacheEntries)
+	cacheEntries = 5
+	dir := t.TempDir()
+	l, s := openLog(t, dir)
+	defer l.Close()
+	all := ents(1, 1, 40, "e")
+	for i := 0; i < len(all); i += 7 {
+		batch := all[i:min(i+7, len(all))]
+		p := persist(t, l, batch, raftpb.HardState{Term: 1, Vote: 1, Commit: batch[len(batch)-1].Index}, true)
+		if err := s.Append(batch, p); err != nil {
+			t.Fatal(err)
+		}
+		if s.cached > cacheEntries {
+			t.Fatalf("%d entries hold their data in memory, more than %d", s.cached, cacheEntries)
+		}
+	}
+	if s.ents[0].data != nil {
+		t.Fatal("the oldest entry still holds its data")
+	}
+	got, err := s.Entries(1, 41, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 40 {
+		t.Fatalf("got %d entries, want 40", len(got))
+	}
+	for i, e := range got {
+		if e.Index != all[i].Index || e.Term != all[i].Term || !bytes.Equal(e.Data, all[i].Data) {
+			t.Fatalf("entry %d: %d/%d %q, want %q", i+1, e.Index, e.Term, e.Data, all[i].Data)
+		}
+	}
+	// A size limit returns at least one entry and stops before exceeding it.
+	one, err := s.Entries(1, 41, 1)
+	if err != nil || len(one) != 1 {
+		t.Fatalf("with a 1-byte limit: %d entries, %v", len(one), err)
+	}
+	// A conflicting suffix replaces entries whose data was evicted too.
+	p := persist(t, l, ents(2, 3, 4, "f"), raftpb.HardState{Term: 2, Vote: 2, Commit: 2}, true)
+	if err := s.Append(ents(2, 3, 4, "f"), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(t, s); got != "1:1:e-1-1 1:2:e-1-2 2:3:f-2-3 2:4:f-2-4" {
+		t.Fatalf("after a supersede: %s", got)
+	}
+	checkPositions(t, l, s)
 }
