@@ -194,6 +194,17 @@ func checkMember(dir string, id uint64, peers map[uint64]string) error {
 	return nil
 }
 
+// refuseMemberData stops a server started without --peers on a cluster
+// member's data directory, whose log holds raft records a single node
+// cannot read.
+func refuseMemberData(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, memberFile))
+	if err != nil {
+		return nil
+	}
+	return fmt.Errorf("data directory %s belongs to cluster member %q: start it with --node-id and --peers", dir, strings.TrimSpace(string(b)))
+}
+
 // Send is the broker's transport until the real one starts.
 func (p *clusterPart) Send(msgs []raftpb.Message) {
 	if tr := p.tr.Load(); tr != nil {

@@ -109,3 +109,16 @@ func httpPost(url, body string) (answer, error) {
 	b, _ := io.ReadAll(resp.Body)
 	return answer{resp.StatusCode, string(b)}, nil
 }
+
+func TestSingleNodeRefusesMemberData(t *testing.T) {
+	cfg := testConfig(t)
+	os.WriteFile(filepath.Join(cfg.DataDir, "cluster-member"), []byte("node 3\n"), 0o600)
+	s, err := server.New(cfg)
+	if err == nil {
+		s.Shutdown(context.Background())
+		t.Fatal("a single node started on a cluster member's data directory")
+	}
+	if !strings.Contains(err.Error(), "--node-id and --peers") {
+		t.Fatalf("error %q does not say how to start it", err)
+	}
+}

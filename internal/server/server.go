@@ -202,6 +202,8 @@ func New(cfg Config) (s *Server, err error) {
 		if s.cl, bopts.Cluster, err = newClusterPart(cfg, m); err != nil {
 			return nil, err
 		}
+	} else if err := refuseMemberData(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	b, err = broker.Open(bopts)
 	if err != nil {
