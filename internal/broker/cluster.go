@@ -55,6 +55,8 @@ type clusterState struct {
 
 	leaderChanges uint64
 	held          []heldRequest // arrived while a new leader caught up
+	campaignAt    time.Time     // stand for election then, if still leaderless
+	campaigns     int           // attempts left after the leader's connection ended
 }
 
 // heldRequest waits for a new leader to catch up with the log (at most
@@ -131,6 +133,37 @@ func (b *Broker) Receive(m raftpb.Message) {
 	case b.cl.inbox <- m:
 	default:
 	}
+}
+
+// PeerDown tells the member that peer id's connection ended (its process
+// died, typically). If id was the leader, the member forgets it and, after
+// a pause that grows with its rank among the other members (so that
+// usually one stands), stands for election: failover then takes a few
+// round trips instead of raft's randomized election timeout. Pre-vote and
+// CheckQuorum keep a live leader in place if the drop was only a blip.
+func (b *Broker) PeerDown(id uint64) {
+	if b.cl == nil {
+		return
+	}
+	rank := 0
+	for _, p := range b.opts.Cluster.Peers {
+		if p != id && p < b.opts.Cluster.ID {
+			rank++
+		}
+	}
+	fn := func() {
+		if b.cl.node.ForgetLeader(id) {
+			b.lg.Info("cluster: the leader's connection ended; standing for election unless another member does first", "leader", id)
+			b.cl.campaignAt = time.Now().Add(time.Duration(rank) * 3 * b.opts.Cluster.TickInterval / 2)
+			b.cl.campaigns = 3
+		}
+	}
+	go func() {
+		select {
+		case b.cl.ctl <- fn:
+		case <-b.done:
+		}
+	}()
 }
 
 // ClusterLeader is the leader this member knows (0: none) and whether it
@@ -288,6 +321,16 @@ func (b *Broker) clusterLoop() {
 				batch = append(batch, r)
 			default:
 				break drain
+			}
+		}
+		if !cl.campaignAt.IsZero() && !time.Now().Before(cl.campaignAt) {
+			// A pre-vote the other members refused (they had not noticed
+			// yet) is retried a few times before raft's own timeout.
+			cl.campaignAt = time.Time{}
+			if cl.node.Leader() == 0 && cl.campaigns > 0 {
+				cl.campaigns--
+				cl.node.Campaign()
+				cl.campaignAt = time.Now().Add(3 * b.opts.Cluster.TickInterval)
 			}
 		}
 		b.clusterProcess()

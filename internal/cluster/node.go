@@ -268,6 +268,16 @@ func (n *Node) Failed() error { return n.failed }
 // Tick advances raft's logical clock by one tick.
 func (n *Node) Tick() { n.rn.Tick() }
 
+// ForgetLeader makes a follower forget leader id (when its connection
+// dropped, say), so that it grants pre-votes at once instead of waiting
+// out the election timeout. It answers whether id was the leader it knew.
+func (n *Node) ForgetLeader(id uint64) bool {
+	if n.leader || id == 0 || n.rn.BasicStatus().Lead != id {
+		return false
+	}
+	return n.rn.ForgetLeader() == nil
+}
+
 // Campaign makes the member stand for election now.
 func (n *Node) Campaign() error { return n.rn.Campaign() }
 

@@ -59,7 +59,11 @@ type TransportConfig struct {
 	// follower can forward to the leader.
 	Advertise string
 	Deliver   func(raftpb.Message)
-	Logger    *slog.Logger
+	// OnPeerDown, when set, is told when the connection a peer sends on
+	// ends (a killed process closes it at once): a failure detector
+	// faster than raft's election timeout.
+	OnPeerDown func(id uint64)
+	Logger     *slog.Logger
 }
 
 // Transport sends raft messages to peers over TCP and delivers what they
@@ -350,12 +354,17 @@ func (t *Transport) accept() {
 				t.refuse(c, err)
 				return
 			}
-			if err := t.receive(c, from); err != nil {
-				select {
-				case <-t.stop:
-				default:
-					t.lg.Warn("cluster: dropped a peer connection", "peer", from, "remote", c.RemoteAddr().String(), "err", err)
-				}
+			err = t.receive(c, from)
+			select {
+			case <-t.stop:
+				return
+			default:
+			}
+			if err != nil {
+				t.lg.Warn("cluster: dropped a peer connection", "peer", from, "remote", c.RemoteAddr().String(), "err", err)
+			}
+			if t.cfg.OnPeerDown != nil {
+				t.cfg.OnPeerDown(from)
 			}
 		}()
 	}

@@ -223,7 +223,7 @@ func (p *clusterPart) start(s *Server) error {
 	adv := string(advJSON)
 	tr, err := cluster.NewTransport(cluster.TransportConfig{
 		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: p.cfg.Peers, Secret: p.cfg.Secret, Advertise: adv,
-		Deliver: s.b.Receive, Logger: s.lg,
+		Deliver: s.b.Receive, OnPeerDown: s.b.PeerDown, Logger: s.lg,
 	})
 	if err != nil {
 		return err
