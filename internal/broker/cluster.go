@@ -104,12 +104,13 @@ func (b *Broker) openCluster() error {
 		return errors.New("broker: a cluster member needs a transport")
 	}
 	node, err := cluster.Open(cluster.Config{
-		ID:     co.ID,
-		Peers:  co.Peers,
-		Dir:    b.walDir(),
-		WAL:    b.opts.WAL,
-		Engine: engine.Options{Entropy: co.Entropy},
-		Logger: b.lg,
+		ID:        co.ID,
+		Peers:     co.Peers,
+		Dir:       b.walDir(),
+		WAL:       b.opts.WAL,
+		Engine:    engine.Options{Entropy: co.Entropy},
+		Logger:    b.lg,
+		SendEarly: co.Transport.Send,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

@@ -49,6 +49,11 @@ type Config struct {
 	// the leader after the command that proposed it. Tests hash the state
 	// there.
 	OnApplied func(index, term uint64)
+	// SendEarly, when set, receives a leader's messages before its own
+	// fdatasync, so that the followers write in parallel with it (raft
+	// allows it: the leader counts itself towards a quorum only once its
+	// own write is durable). Followers' messages always wait for the sync.
+	SendEarly func([]raftpb.Message)
 }
 
 // Node is one member: its log (the raft log), its raft.RawNode and its
@@ -475,6 +480,10 @@ func (n *Node) processReady(rd raft.Ready) error {
 			return fmt.Errorf("append hard state: %w", err)
 		}
 	}
+	early := n.leader && n.cfg.SendEarly != nil && len(rd.Messages) > 0
+	if early {
+		n.cfg.SendEarly(rd.Messages)
+	}
 	if err := n.log.Commit(); err != nil {
 		return fmt.Errorf("write raft state: %w", err)
 	}
@@ -492,7 +501,9 @@ func (n *Node) processReady(rd raft.Ready) error {
 	if n.leader && n.termStart == 0 {
 		n.termStart = n.lastIndex
 	}
-	n.out = append(n.out, rd.Messages...)
+	if !early {
+		n.out = append(n.out, rd.Messages...)
+	}
 	for _, rs := range rd.ReadStates {
 		for _, p := range n.pending {
 			if p.read != nil && bytes.Equal(p.read, rs.RequestCtx) {

@@ -80,6 +80,7 @@ type sim struct {
 	payloadSeq int
 	err        error
 	stats      simStats
+	faultsOn   bool // the current step injects faults
 }
 
 type simStats struct {
@@ -128,6 +129,10 @@ func (s *sim) open(m *simMember) error {
 			Entropy: rand.NewChaCha8([32]byte{byte(s.seed), byte(s.seed >> 8), byte(m.id), byte(s.g)}),
 		},
 		Logger: quiet,
+		// A leader's messages leave before its own write, as in the
+		// broker; a crash before that write is then the case where
+		// followers hold entries the leader lost.
+		SendEarly: func(msgs []raftpb.Message) { s.queue(msgs, s.faultsOn) },
 		OnApplied: func(index, term uint64) {
 			h, err := node.Engine().StateHash(read)
 			if err != nil {
@@ -195,6 +200,7 @@ func (s *sim) crash(m *simMember) {
 // step advances the simulation by one step of simStepMS.
 func (s *sim) step(faults, ops bool) {
 	s.g += simStepMS
+	s.faultsOn = faults
 	if faults {
 		switch r := s.rng.IntN(1000); {
 		case r < 4: // isolate one member
@@ -280,8 +286,10 @@ func (s *sim) process(m *simMember) {
 	}
 }
 
-func (s *sim) send(m *simMember, faults bool) {
-	for _, msg := range m.n.Outbox() {
+func (s *sim) send(m *simMember, faults bool) { s.queue(m.n.Outbox(), faults) }
+
+func (s *sim) queue(msgs []raftpb.Message, faults bool) {
+	for _, msg := range msgs {
 		if faults && s.rng.IntN(100) < 3 {
 			continue // dropped
 		}
