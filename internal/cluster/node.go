@@ -327,7 +327,14 @@ func unavailable(format string, args ...any) error {
 // CatchingUp reports a new leader that has not yet committed an entry of
 // its term: it will serve in a moment, so callers may hold requests.
 func (n *Node) CatchingUp() bool {
-	return n.failed == nil && n.leader && (n.termStart == 0 || n.applied < n.termStart)
+	if n.failed != nil {
+		return false
+	}
+	if !n.leader {
+		// Elected, but the Ready that says so is not handled yet.
+		return n.rn.BasicStatus().RaftState == raft.StateLeader
+	}
+	return n.termStart == 0 || n.applied < n.termStart
 }
 
 // CanExec says whether Exec would run a command: this member leads, has
