@@ -30,6 +30,7 @@ const cliUsage = `Client commands (talk to a running server):
   chronoq queue create|get|pause|resume|purge|delete NAME
   chronoq ns create|list                  namespaces (admin listener)
   chronoq token create|revoke             namespace tokens (admin listener)
+  chronoq cluster status|transfer-leader  a cluster member's view; hand leadership over (admin listener)
 
 Every client command takes --url (CHRONOQ_URL, default http://127.0.0.1:7777),
 --token (CHRONOQ_TOKEN), --ns (CHRONOQ_NS, default "default"), --admin-url
@@ -53,6 +54,7 @@ func cliVerbs() map[string]func(args []string) error {
 		"queue":   cliQueue,
 		"ns":      cliNamespace,
 		"token":   cliToken,
+		"cluster": cliCluster,
 	}
 }
 

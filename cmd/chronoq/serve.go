@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +41,10 @@ type serveConfig struct {
 	jwtAudience     string
 	connectRate     float64
 	tls             server.TLSConfig
+	nodeID          uint64
+	peers           string
+	peerAddr        string
+	clusterSecret   string
 }
 
 func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
@@ -67,6 +72,10 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud claim of JWTs (empty: not checked)")
 	fs.Float64Var(&c.connectRate, "connect-rate", d.ConnectRate, "new WebSocket/SSE connections accepted per second (burst twice that); the rest get 503 with Retry-After")
 	tlsFlags(fs, &c.tls)
+	fs.Uint64Var(&c.nodeID, "node-id", 0, "this node's id in a cluster (with --peers; docs/cluster.md)")
+	fs.StringVar(&c.peers, "peers", "", "every cluster member as id=host:port of its peer listener, e.g. 1=127.0.0.1:7790,2=127.0.0.1:7791,3=127.0.0.1:7792 (empty: single node)")
+	fs.StringVar(&c.peerAddr, "peer-addr", "", "address to accept cluster peers on (default: this node's entry in --peers)")
+	fs.StringVar(&c.clusterSecret, "cluster-secret-file", "", "file holding the secret (at least 16 bytes) that cluster members authenticate each other with; required beyond loopback")
 	cfg := fs.String("config", "", "file of \"name = value\" settings (flags and CHRONOQ_* variables take precedence)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: chronoq serve [flags]\n\nRuns the server. Example:\n  chronoq serve --data /var/lib/chronoq --sync always\n\nFlags (each also CHRONOQ_<NAME>):\n")
@@ -164,6 +173,26 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 	}
 	if c.httpAddr == "" && c.adminAddr == "" {
 		return cfg, errors.New("no listener: give --http and/or --admin an address")
+	}
+	if c.peers != "" || c.nodeID != 0 {
+		if c.peers == "" || c.nodeID == 0 {
+			return cfg, errors.New("a cluster member needs both --node-id and --peers")
+		}
+		peers, err := server.ParsePeers(c.peers)
+		if err != nil {
+			return cfg, err
+		}
+		cc := &server.ClusterConfig{NodeID: c.nodeID, Peers: peers, PeerAddr: c.peerAddr}
+		if c.clusterSecret != "" {
+			secret, err := os.ReadFile(c.clusterSecret)
+			if err != nil {
+				return cfg, fmt.Errorf("--cluster-secret-file: %w", err)
+			}
+			cc.Secret = []byte(strings.TrimSpace(string(secret)))
+		}
+		cfg.Cluster = cc
+	} else if c.peerAddr != "" || c.clusterSecret != "" {
+		return cfg, errors.New("--peer-addr and --cluster-secret-file need --node-id and --peers")
 	}
 	if c.jwtKeys != "" {
 		pem, err := os.ReadFile(c.jwtKeys)

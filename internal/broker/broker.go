@@ -42,6 +42,9 @@ type Options struct {
 	// Observer, when set, is told about commits, snapshots and latencies
 	// (the metrics package implements it).
 	Observer Observer
+	// Cluster, when set, makes the broker a raft member (cluster.go);
+	// nil is the single-node mode, with no raft in its path.
+	Cluster *ClusterOptions
 }
 
 // Observer receives the broker's measurements.
@@ -97,6 +100,8 @@ type Broker struct {
 	// onTokens, when set, learns of every change to the token table (the
 	// real-time server closes connections of revoked tokens).
 	onTokens atomic.Pointer[func()]
+
+	cl *clusterState // nil in single-node mode
 }
 
 // request is one unit of work for the loop. fn runs on the loop; the
@@ -170,6 +175,15 @@ func Open(opts Options) (*Broker, error) {
 		done:    make(chan struct{}),
 		drained: make(chan struct{}),
 		tokens:  map[string]string{},
+	}
+	if opts.Cluster != nil {
+		if err := b.openCluster(); err != nil {
+			unlock()
+			return nil, err
+		}
+		b.ready.Store(true)
+		go b.clusterLoop()
+		return b, nil
 	}
 	if err := b.recover(); err != nil {
 		unlock()
@@ -523,6 +537,12 @@ func (b *Broker) Ready() error {
 	}
 	if p := b.failed.Load(); p != nil {
 		return unavailable("log failed: %v", *p)
+	}
+	if b.cl != nil {
+		if b.closing.Load() {
+			return errClosed
+		}
+		return b.clusterReady()
 	}
 	if err := b.log.NoSpace(); err != nil {
 		return unavailable("writes refused: %v", err)

@@ -224,7 +224,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	j.tries = uint16(min(img.Tries, 0xffff))
 	j.flags = img.Flags &^ (fULID | fHasExt)
 	if img.Payload.has {
-		j.payload = img.Payload.Ref
+		j.payload = localRef(isNew, j.payload, img.Payload)
 	}
 	if k.isULID {
 		j.flags |= fULID
@@ -260,9 +260,10 @@ func (e *Engine) applyJob(img *JobImage) {
 	x.replyTo, x.cron, x.lastError, x.notify = img.ReplyTo, img.Cron, img.LastError, img.Notify
 	x.retainResult, x.retainUntil = img.RetainResult, img.RetainUntil
 	x.timeouts, x.releases, x.buries, x.kicks = img.Timeouts, img.Releases, img.Buries, img.Kicks
+	curResult := x.result
 	x.result = BlobRef{}
 	if img.Result.has {
-		x.result = img.Result.Ref
+		x.result = localRef(isNew, curResult, img.Result)
 	}
 	e.trackBlob(j.payload, 1)
 	e.trackBlob(x.result, 1)
@@ -337,4 +338,19 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		img.Nonce, img.Until, img.ResvTTR = r.nonce, r.until, r.ttr
 	}
 	return img
+}
+
+// localRef is the reference a job keeps for a blob of a record it applies.
+// A record that restates a job (a take, an ack, a release) carries the
+// blob as a reference into the log of the node that decided it. On a
+// replica the same bytes sit elsewhere in the replica's own log, and the
+// job already holds them there (the record that brought the bytes inline
+// was applied first), so the local reference stands. A reference of length
+// zero drops the blob (engine/damage.go), and bytes that arrive inline
+// (a put, a result, a relocation) always take their new place.
+func localRef(isNew bool, cur BlobRef, b Blob) BlobRef {
+	if !isNew && b.Data == nil && b.Ref.Len > 0 && cur.Len == b.Ref.Len {
+		return cur
+	}
+	return b.Ref
 }

@@ -94,6 +94,10 @@ func New(maxQueues int, queues QueueSource) *Metrics {
 	return m
 }
 
+// Register adds a collector of another component (the cluster's, in
+// internal/server/cluster.go) to the registry.
+func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
+
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})

@@ -111,6 +111,10 @@ type Config struct {
 	// end talks to (tests count calls through it). Recovery, snapshots
 	// and metrics still use the broker itself.
 	WrapBackend func(*broker.Broker) Backend
+
+	// Cluster, when set, makes this server a member of a raft cluster
+	// (cluster.go, docs/cluster.md).
+	Cluster *ClusterConfig
 }
 
 // Tuning holds Config.Tune's hooks; nil hooks change nothing.
@@ -163,6 +167,7 @@ type Server struct {
 	// httpOpen counts the HTTP listeners' open connections, as the
 	// chronoq_connections{protocol="http"} gauge does, for the dashboard.
 	httpOpen atomic.Int64
+	cl       *clusterPart // nil without Config.Cluster
 
 	lns   map[string]net.Listener // bound in New, served by Run
 	https map[string]*http.Server
@@ -216,7 +221,15 @@ func New(cfg Config) (s *Server, err error) {
 	var b *broker.Broker
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
 	s.hist = stats.New(0)
-	b, err = broker.Open(broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock, MaxJobs: cfg.MaxJobs})
+	bopts := broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock, MaxJobs: cfg.MaxJobs}
+	if cfg.Cluster != nil {
+		if s.cl, bopts.Cluster, err = newClusterPart(cfg, m); err != nil {
+			return nil, err
+		}
+	} else if err := refuseMemberData(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	b, err = broker.Open(bopts)
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +272,11 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	if err := s.listen(); err != nil {
 		return nil, err
+	}
+	if s.cl != nil {
+		if err := s.cl.start(s); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -366,7 +384,13 @@ func (s *Server) MainHandler() http.Handler {
 	mux.Handle("/api/", s.lm.Main())
 	mux.Handle("GET /v1/ws", s.rt.Handler())
 	mux.Handle("GET /v1/sse", s.rt.Handler())
-	return s.audited(mux, mainAuditRules)
+	h := s.audited(mux, mainAuditRules)
+	if s.cl != nil {
+		// A follower forwards before auditing: the leader that runs the
+		// change logs it, once.
+		return s.cl.forward(s, h)
+	}
+	return h
 }
 
 // AdminHandler is the route table of the admin listener: the native admin
@@ -382,6 +406,10 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("POST /admin/backup", s.backupHandler())
 	for _, p := range []string{"/token/", "/info", "/pools", "/version"} {
 		mux.Handle(p, s.lm.Admin())
+	}
+	if s.cl != nil {
+		mux.Handle("GET /cluster/status", s.cl.statusHandler(s))
+		mux.Handle("POST /cluster/transfer-leader", s.cl.transferHandler(s))
 	}
 	return s.audited(mux, append(dashboardAuditRules(), adminAuditRules...))
 }
@@ -443,6 +471,9 @@ func (s *Server) listen() error {
 	if ln, ok := s.lns[Beanstalk]; ok {
 		s.bsConns = stats.Count(ln)
 		s.lns[Beanstalk] = s.bsConns
+	}
+	if ln, ok := s.lns[Beanstalk]; ok && s.cl != nil {
+		s.lns[Beanstalk] = s.cl.wrapBeanstalk(s, ln)
 	}
 	return nil
 }
@@ -514,6 +545,13 @@ func (s *Server) Run(ctx context.Context) error {
 // snapshot. ctx bounds the waits for connections to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.once.Do(func() {
+		if s.cl != nil {
+			// A leader hands over first, while it still serves and
+			// forwards (docs/cluster.md).
+			tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			s.b.TransferLeadership(tctx)
+			cancel()
+		}
 		close(s.stopping)
 		s.ui.Close() // ends the dashboard's streams, which would hold the admin listener open
 		if s.bs != nil {
@@ -539,6 +577,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		s.shutErr = s.b.Close()
+		if s.cl != nil {
+			s.cl.close()
+		}
 	})
 	return s.shutErr
 }

@@ -495,6 +495,18 @@ func (l *Log) RemoveSegmentsBefore(seg uint32) error {
 	return nil
 }
 
+// Crash closes the log the way a crash of the process would leave it:
+// frames appended since the last Commit are lost, nothing is synced. It is
+// for tests and simulations of crashes.
+func (l *Log) Crash() error {
+	if l.state == stateClosed {
+		return nil
+	}
+	l.dropPending()
+	l.state = stateReplayFailed // Close must not flush or sync
+	return l.Close()
+}
+
 // Close flushes and syncs what was appended (unless the log failed) and
 // releases every file. Further calls return ErrClosed; Close is idempotent.
 func (l *Log) Close() error {

@@ -49,6 +49,10 @@ var statusOfCode = map[engine.Code]int{
 	engine.CodeQueueFull:         http.StatusTooManyRequests,
 	engine.CodeUnavailable:       http.StatusServiceUnavailable,
 	engine.CodeForbidden:         http.StatusForbidden,
+	// a cluster member that cannot serve (docs/cluster.md)
+	"not_leader":      http.StatusServiceUnavailable,
+	"no_quorum":       http.StatusServiceUnavailable,
+	"unknown_outcome": http.StatusServiceUnavailable,
 }
 
 // classify maps any error a handler returns to its status, wire code and

@@ -363,7 +363,7 @@ func (s *Server) writeEngineError(w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	switch e.Code {
-	case engine.CodeUnavailable:
+	case engine.CodeUnavailable, "not_leader", "no_quorum", "unknown_outcome": // the last three: docs/cluster.md
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "service unavailable: "+e.Message)
 	case engine.CodePayloadTooLarge:

@@ -1,0 +1,486 @@
+package cluster
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// The peer protocol. Each member dials every other member and only sends
+// on the connections it dialled, so a connection carries messages one
+// way. A connection starts with a mutual challenge-response on the
+// cluster secret (HMAC-SHA256), so a peer that does not know the secret
+// can neither send raft messages nor pose as a member; the traffic itself
+// is not encrypted (run it on a private network).
+//
+//	server → client: magic "CHRONOQP1\n", nonceS (32 bytes)
+//	client → server: magic, group u64, from u64, to u64, nonceC (32),
+//	                 advertise (u16 length, bytes: the client's HTTP URL),
+//	                 macC = HMAC(secret, "client" ‖ nonceS ‖ nonceC ‖ group ‖ from ‖ to ‖ advertise)
+//	server → client: status byte (0 ok, 1 refused) then
+//	                 macS = HMAC(secret, "server" ‖ nonceC ‖ nonceS ‖ group ‖ from ‖ to)
+//	                 or, when refused, u16 length and the reason
+//	then client → server: frames of u32 length ‖ raftpb.Message
+//
+// Integers are little endian.
+
+const (
+	peerMagic        = "CHRONOQP1\n"
+	handshakeTimeout = 5 * time.Second
+	// maxPeerFrame bounds one message: raft batches entries up to
+	// MaxSizePerMsg (1 MiB), but a single entry (a large batch put) may be
+	// bigger.
+	maxPeerFrame = 256 << 20
+	peerQueue    = 4096
+)
+
+// TransportConfig configures the peer transport of member ID.
+type TransportConfig struct {
+	ID    uint64
+	Group uint64
+	// Listen is the address to accept peers on ("" uses Peers[ID]).
+	Listen string
+	// Peers maps every member id (this one included) to its peer address.
+	Peers map[uint64]string
+	// Secret authenticates members to each other.
+	Secret []byte
+	// Advertise is this member's client (HTTP) URL, told to peers so a
+	// follower can forward to the leader.
+	Advertise string
+	Deliver   func(raftpb.Message)
+	// OnPeerDown, when set, is told when the connection a peer sends on
+	// ends (a killed process closes it at once): a failure detector
+	// faster than raft's election timeout.
+	OnPeerDown func(id uint64)
+	Logger     *slog.Logger
+}
+
+// Transport sends raft messages to peers over TCP and delivers what they
+// send. Send never blocks: a peer that cannot keep up loses messages,
+// which raft retransmits.
+type Transport struct {
+	cfg   TransportConfig
+	ln    net.Listener
+	lg    *slog.Logger
+	peers map[uint64]*peerOut
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	advertise map[uint64]string
+	refused   map[string]time.Time // remote host and reason → last refusal logged
+}
+
+type peerOut struct {
+	id   uint64
+	addr string
+	q    chan raftpb.Message
+}
+
+// NewTransport starts listening.
+func NewTransport(cfg TransportConfig) (*Transport, error) {
+	if cfg.Group == 0 {
+		cfg.Group = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if _, ok := cfg.Peers[cfg.ID]; !ok {
+		return nil, fmt.Errorf("cluster: node id %d is not among the peers", cfg.ID)
+	}
+	listen := cfg.Listen
+	if listen == "" {
+		listen = cfg.Peers[cfg.ID]
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listen for peers on %s: %w", listen, err)
+	}
+	t := &Transport{cfg: cfg, ln: ln, lg: cfg.Logger, peers: map[uint64]*peerOut{}, stop: make(chan struct{}),
+		conns: map[net.Conn]struct{}{}, advertise: map[uint64]string{}, refused: map[string]time.Time{}}
+	for id, addr := range cfg.Peers {
+		if id == cfg.ID {
+			continue
+		}
+		p := &peerOut{id: id, addr: addr, q: make(chan raftpb.Message, peerQueue)}
+		t.peers[id] = p
+		t.wg.Add(1)
+		go t.sender(p)
+	}
+	t.wg.Add(1)
+	go t.accept()
+	return t, nil
+}
+
+// Addr is the address peers connect to.
+func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
+
+// Advertised is the client URL member id announced, if it connected.
+func (t *Transport) Advertised(id uint64) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.advertise[id]
+}
+
+// Send queues messages for their peers.
+func (t *Transport) Send(msgs []raftpb.Message) {
+	for _, m := range msgs {
+		p := t.peers[m.To]
+		if p == nil {
+			continue
+		}
+		select {
+		case p.q <- m:
+		default: // full: dropped, raft retransmits
+		}
+	}
+}
+
+// Close stops listening, closes every connection and waits for the
+// transport's goroutines.
+func (t *Transport) Close() error {
+	select {
+	case <-t.stop:
+		return nil
+	default:
+	}
+	close(t.stop)
+	err := t.ln.Close()
+	t.mu.Lock()
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+	return err
+}
+
+func (t *Transport) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.stop:
+		return false
+	default:
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *Transport) untrack(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+	c.Close()
+}
+
+func (t *Transport) mac(side string, a, b []byte, group, from, to uint64, extra []byte) []byte {
+	h := hmac.New(sha256.New, t.cfg.Secret)
+	h.Write([]byte(side))
+	h.Write(a)
+	h.Write(b)
+	var n [24]byte
+	binary.LittleEndian.PutUint64(n[0:], group)
+	binary.LittleEndian.PutUint64(n[8:], from)
+	binary.LittleEndian.PutUint64(n[16:], to)
+	h.Write(n[:])
+	h.Write(extra)
+	return h.Sum(nil)
+}
+
+func (t *Transport) sender(p *peerOut) {
+	defer t.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		c, err := t.dial(p)
+		if err != nil {
+			t.lg.Debug("cluster: cannot reach peer", "peer", p.id, "addr", p.addr, "err", err)
+			select {
+			case <-t.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Second)
+			// Messages queued meanwhile are stale; raft sends afresh.
+			for len(p.q) > 0 {
+				<-p.q
+			}
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		err = t.pump(c, p)
+		t.untrack(c)
+		if err == nil {
+			return // stopping
+		}
+		t.lg.Debug("cluster: peer connection lost", "peer", p.id, "err", err)
+	}
+}
+
+func (t *Transport) dial(p *peerOut) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", p.addr, handshakeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if !t.track(c) {
+		c.Close()
+		return nil, errors.New("transport closed")
+	}
+	if err := t.clientHandshake(c, p.id); err != nil {
+		t.untrack(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (t *Transport) clientHandshake(c net.Conn, to uint64) error {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer c.SetDeadline(time.Time{})
+	hello := make([]byte, len(peerMagic)+32)
+	if _, err := io.ReadFull(c, hello); err != nil {
+		return fmt.Errorf("read peer hello: %w", err)
+	}
+	if string(hello[:len(peerMagic)]) != peerMagic {
+		return errors.New("the peer address does not speak chronoq's peer protocol")
+	}
+	nonceS := hello[len(peerMagic):]
+	nonceC := make([]byte, 32)
+	rand.Read(nonceC)
+	adv := []byte(t.cfg.Advertise)
+	if len(adv) > 1024 {
+		adv = adv[:1024]
+	}
+	msg := append([]byte(peerMagic), make([]byte, 24)...)
+	binary.LittleEndian.PutUint64(msg[len(peerMagic):], t.cfg.Group)
+	binary.LittleEndian.PutUint64(msg[len(peerMagic)+8:], t.cfg.ID)
+	binary.LittleEndian.PutUint64(msg[len(peerMagic)+16:], to)
+	msg = append(msg, nonceC...)
+	msg = binary.LittleEndian.AppendUint16(msg, uint16(len(adv)))
+	msg = append(msg, adv...)
+	msg = append(msg, t.mac("client", nonceS, nonceC, t.cfg.Group, t.cfg.ID, to, adv)...)
+	if _, err := c.Write(msg); err != nil {
+		return fmt.Errorf("send handshake: %w", err)
+	}
+	var st [1]byte
+	if _, err := io.ReadFull(c, st[:]); err != nil {
+		return fmt.Errorf("read handshake answer: %w", err)
+	}
+	if st[0] != 0 {
+		var n [2]byte
+		io.ReadFull(c, n[:])
+		reason := make([]byte, min(binary.LittleEndian.Uint16(n[:]), 512))
+		io.ReadFull(c, reason)
+		return fmt.Errorf("peer %d refused this node: %s", to, reason)
+	}
+	macS := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(c, macS); err != nil {
+		return fmt.Errorf("read handshake answer: %w", err)
+	}
+	if !hmac.Equal(macS, t.mac("server", nonceC, nonceS, t.cfg.Group, t.cfg.ID, to, nil)) {
+		return fmt.Errorf("peer %d at %s does not know the cluster secret", to, c.RemoteAddr())
+	}
+	return nil
+}
+
+func (t *Transport) pump(c net.Conn, p *peerOut) error {
+	w := bufio.NewWriterSize(c, 64<<10)
+	var buf []byte
+	for {
+		var m raftpb.Message
+		select {
+		case <-t.stop:
+			return nil
+		case m = <-p.q:
+		}
+		for {
+			size := m.Size()
+			buf = binary.LittleEndian.AppendUint32(buf[:0], uint32(size))
+			buf = append(buf, make([]byte, size)...)
+			if _, err := m.MarshalTo(buf[4:]); err != nil {
+				return fmt.Errorf("encode %s: %w", m.Type, err)
+			}
+			c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			select {
+			case m = <-p.q:
+				continue
+			default:
+			}
+			break
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+func (t *Transport) accept() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			select {
+			case <-t.stop:
+				return
+			default:
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !t.track(c) {
+			c.Close()
+			return
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			defer t.untrack(c)
+			from, err := t.serverHandshake(c)
+			if err != nil {
+				t.refuse(c, err)
+				return
+			}
+			err = t.receive(c, from)
+			select {
+			case <-t.stop:
+				return
+			default:
+			}
+			if err != nil {
+				t.lg.Warn("cluster: dropped a peer connection", "peer", from, "remote", c.RemoteAddr().String(), "err", err)
+			}
+			if t.cfg.OnPeerDown != nil {
+				t.cfg.OnPeerDown(from)
+			}
+		}()
+	}
+}
+
+// refuse logs a refused connection (at most once a minute per address
+// and reason: a misconfigured peer retries all the time).
+func (t *Transport) refuse(c net.Conn, err error) {
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	key := host + " " + err.Error()
+	t.mu.Lock()
+	last := t.refused[key]
+	log := time.Since(last) > time.Minute
+	if log {
+		if len(t.refused) > 1000 {
+			clear(t.refused)
+		}
+		t.refused[key] = time.Now()
+	}
+	t.mu.Unlock()
+	if log {
+		t.lg.Warn("cluster: refused a peer connection", "remote", c.RemoteAddr().String(), "err", err)
+	}
+}
+
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+func (t *Transport) serverHandshake(c net.Conn) (uint64, error) {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer c.SetDeadline(time.Time{})
+	nonceS := make([]byte, 32)
+	rand.Read(nonceS)
+	if _, err := c.Write(append([]byte(peerMagic), nonceS...)); err != nil {
+		return 0, err
+	}
+	head := make([]byte, len(peerMagic)+24+32+2)
+	if _, err := io.ReadFull(c, head); err != nil {
+		return 0, fmt.Errorf("read handshake: %w", err)
+	}
+	if string(head[:len(peerMagic)]) != peerMagic {
+		return 0, errors.New("not chronoq's peer protocol")
+	}
+	o := len(peerMagic)
+	group := binary.LittleEndian.Uint64(head[o:])
+	from := binary.LittleEndian.Uint64(head[o+8:])
+	to := binary.LittleEndian.Uint64(head[o+16:])
+	nonceC := head[o+24 : o+56]
+	advLen := int(binary.LittleEndian.Uint16(head[o+56:]))
+	if advLen > 1024 {
+		return 0, fmt.Errorf("advertised address of %d bytes, more than 1024", advLen)
+	}
+	rest := make([]byte, advLen+sha256.Size)
+	if _, err := io.ReadFull(c, rest); err != nil {
+		return 0, fmt.Errorf("read handshake: %w", err)
+	}
+	adv, macC := rest[:advLen], rest[advLen:]
+	answer := func(reason string) error {
+		b := append([]byte{1}, 0, 0)
+		binary.LittleEndian.PutUint16(b[1:], uint16(len(reason)))
+		c.Write(append(b, reason...))
+		return &refusal{reason}
+	}
+	if !hmac.Equal(macC, t.mac("client", nonceS, nonceC, group, from, to, adv)) {
+		return 0, answer("wrong cluster secret")
+	}
+	if group != t.cfg.Group {
+		return 0, answer(fmt.Sprintf("raft group %d, this node serves group %d", group, t.cfg.Group))
+	}
+	if to != t.cfg.ID {
+		return 0, answer(fmt.Sprintf("dialled node %d, this is node %d: check --peers", to, t.cfg.ID))
+	}
+	if _, ok := t.peers[from]; !ok {
+		return 0, answer(fmt.Sprintf("node %d is not among this node's peers", from))
+	}
+	if _, err := c.Write(append([]byte{0}, t.mac("server", nonceC, nonceS, group, from, to, nil)...)); err != nil {
+		return 0, err
+	}
+	t.mu.Lock()
+	t.advertise[from] = string(adv)
+	t.mu.Unlock()
+	return from, nil
+}
+
+func (t *Transport) receive(c net.Conn, from uint64) error {
+	r := bufio.NewReaderSize(c, 64<<10)
+	var n [4]byte
+	var buf []byte
+	for {
+		if _, err := io.ReadFull(r, n[:]); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		size := binary.LittleEndian.Uint32(n[:])
+		if size > maxPeerFrame {
+			return fmt.Errorf("message of %d bytes, more than %d", size, maxPeerFrame)
+		}
+		if cap(buf) < int(size) {
+			buf = make([]byte, size)
+		}
+		buf = buf[:size]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return err
+		}
+		var m raftpb.Message
+		if err := m.Unmarshal(buf); err != nil {
+			return fmt.Errorf("undecodable message: %w", err)
+		}
+		if m.From != from || m.To != t.cfg.ID {
+			return fmt.Errorf("message from %d to %d on the connection of node %d to node %d", m.From, m.To, from, t.cfg.ID)
+		}
+		// Entries alias buf, which is reused.
+		buf = nil
+		t.cfg.Deliver(m)
+	}
+}
