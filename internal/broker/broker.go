@@ -496,10 +496,10 @@ func (b *Broker) Close() error {
 	return errors.Join(errs...)
 }
 
-// shutdown runs on the loop when stopping: answer what is queued, release
-// waiters, sync, snapshot.
-func (b *Broker) shutdown() {
-	now := b.now()
+// refuseQueued answers every request still queued for the loop with
+// errClosed and releases the long-poll waiters: the first step of either
+// shutdown (single node or cluster member).
+func (b *Broker) refuseQueued() {
 	for {
 		select {
 		case r := <-b.reqs:
@@ -511,6 +511,13 @@ func (b *Broker) shutdown() {
 		break
 	}
 	b.waiters.releaseAll()
+}
+
+// shutdown runs on the loop when stopping: answer what is queued, release
+// waiters, sync, snapshot.
+func (b *Broker) shutdown() {
+	now := b.now()
+	b.refuseQueued()
 	if b.syncQ != nil {
 		close(b.syncQ)
 		<-b.syncDone

@@ -455,17 +455,7 @@ func (b *Broker) clusterProcess() {
 }
 
 func (b *Broker) clusterShutdown() {
-	for {
-		select {
-		case r := <-b.reqs:
-			r.res, r.err = nil, errClosed
-			r.finish()
-			continue
-		default:
-		}
-		break
-	}
-	b.waiters.releaseAll()
+	b.refuseQueued()
 	for _, h := range b.cl.held {
 		h.r.res, h.r.err = nil, errClosed
 		h.r.finish()

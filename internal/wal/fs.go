@@ -2,7 +2,6 @@ package wal
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"syscall"
 )
@@ -32,22 +31,6 @@ func (l *Log) free() (int64, error) {
 
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
-
-// syncDir makes creations, renames and removals of entries in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // syncPath fdatasyncs a file by name; used for sealed segments whose write

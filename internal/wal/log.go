@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // SyncPolicy says when committed data is made durable.
@@ -488,7 +490,7 @@ func (l *Log) RemoveSegmentsBefore(seg uint32) error {
 			return fmt.Errorf("wal: remove segment %s: %w", v.path, err)
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := datadir.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("wal: after removing segments: %w", err)
 	}
 	l.log.Debug("wal: removed segments", "dir", l.dir, "below", limit, "count", len(victims))

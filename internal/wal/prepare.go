@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // Creating a segment means fallocate, fsync of the new file, rename and a
@@ -82,7 +84,7 @@ func (l *Log) removeUnused(s *writeSeg) error {
 		// Its number must not be reused while the file exists.
 		return l.fail(fmt.Errorf("wal: remove unused segment %s: %w", s.path, err))
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := datadir.SyncDir(l.dir); err != nil {
 		return l.fail(fmt.Errorf("wal: after removing unused segment %s: %w", s.path, err))
 	}
 	return nil

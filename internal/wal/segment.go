@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // writeSeg is a segment open for writing. It is owned by the goroutine that
@@ -63,7 +65,7 @@ func listSegments(dir string, logf func(msg string, args ...any)) ([]uint32, err
 		}
 	}
 	if removed {
-		if err := syncDir(dir); err != nil {
+		if err := datadir.SyncDir(dir); err != nil {
 			return nil, fmt.Errorf("wal: %w", err)
 		}
 	}
@@ -120,7 +122,7 @@ func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return discard(fmt.Errorf("rename: %w", err))
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := datadir.SyncDir(l.dir); err != nil {
 		f.Close()
 		// The name may not survive a crash; records acknowledged in this
 		// segment could vanish with it.
