@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -120,5 +121,31 @@ func TestSingleNodeRefusesMemberData(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "--node-id and --peers") {
 		t.Fatalf("error %q does not say how to start it", err)
+	}
+}
+
+// The dashboard's overview shows a member's view of the cluster (a lone
+// member knows its id and no leader); a single node shows none.
+func TestDashboardOverviewShowsCluster(t *testing.T) {
+	peers := map[uint64]string{1: freePort(t), 2: freePort(t), 3: freePort(t)}
+	member := start(t, clusterConfig(t, 1, peers))
+	single := start(t, testConfig(t))
+	overview := func(s *server.Server) map[string]any {
+		code, body := get(t, "http://"+s.Addr(server.Admin)+"/admin/stats")
+		if code != 200 {
+			t.Fatalf("/admin/stats: %d %s", code, body)
+		}
+		var ov map[string]any
+		if err := json.Unmarshal([]byte(body), &ov); err != nil {
+			t.Fatal(err)
+		}
+		return ov
+	}
+	cl, ok := overview(member)["cluster"].(map[string]any)
+	if !ok || cl["id"] != float64(1) || cl["leader"] != float64(0) || cl["role"] == "" {
+		t.Fatalf("a lone member's overview: cluster %v", cl)
+	}
+	if c, has := overview(single)["cluster"]; has {
+		t.Fatalf("a single node's overview has a cluster: %v", c)
 	}
 }

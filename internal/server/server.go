@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,6 +354,7 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 			TokenNamespace: b.TokenNamespace, Failures: s.api.Failures()},
 		Source: b, History: s.hist, Channels: b.Channels().List, DataDir: cfg.DataDir, Logger: lg,
 		Connections: s.connections,
+		Cluster:     s.clusterInfo,
 	})
 	return nil
 }
@@ -364,6 +366,23 @@ func (s *Server) beanstalkPanics() int64 {
 		return 0
 	}
 	return s.bs.Panics()
+}
+
+// clusterInfo is this member's view of the cluster for the dashboard
+// (false on a single node).
+func (s *Server) clusterInfo() (ui.ClusterInfo, bool) {
+	st, ok := s.b.ClusterStatus()
+	if !ok {
+		return ui.ClusterInfo{}, false
+	}
+	ci := ui.ClusterInfo{ID: st.ID, Role: st.Role, Term: st.Term, Leader: st.Leader, Commit: st.Commit, Applied: st.Applied}
+	for id, m := range st.Match {
+		if ci.Lag == nil {
+			ci.Lag = map[string]uint64{}
+		}
+		ci.Lag[strconv.FormatUint(id, 10)] = st.Commit - min(m, st.Commit)
+	}
+	return ci, true
 }
 
 // connections counts open connections by protocol for the dashboard.

@@ -51,6 +51,9 @@ type Options struct {
 	Channels func(ns, after string, limit int) ([]pubsub.ChannelInfo, bool)
 	// Connections answers open connections by protocol.
 	Connections func() map[string]int64
+	// Cluster answers this member's view of its raft cluster; nil (or
+	// false) on a single node.
+	Cluster func() (ClusterInfo, bool)
 	// DataDir is where the log and snapshots live (their size on disk).
 	DataDir string
 	// Interval between samples and stream events; default 1 s (the
@@ -233,6 +236,30 @@ type Overview struct {
 	WAL           walInfo          `json:"wal"`
 	Snapshot      snapInfo         `json:"snapshot"`
 	Samples       []stats.Sample   `json:"samples"`
+	Cluster       *ClusterInfo     `json:"cluster,omitempty"` // absent on a single node
+	// Unavailable says why the numbers are missing (a cluster member
+	// without a leader); only the cluster view is then filled in.
+	Unavailable string `json:"unavailable,omitempty"`
+}
+
+func (u *UI) clusterInfo() (ClusterInfo, bool) {
+	if u.o.Cluster == nil {
+		return ClusterInfo{}, false
+	}
+	return u.o.Cluster()
+}
+
+// ClusterInfo is a member's view of its cluster (docs/cluster.md).
+type ClusterInfo struct {
+	ID      uint64 `json:"id"`
+	Role    string `json:"role"`
+	Term    uint64 `json:"term"`
+	Leader  uint64 `json:"leader"` // 0: none known
+	Commit  uint64 `json:"commit"`
+	Applied uint64 `json:"applied"`
+	// Lag is, on the leader, how many committed entries each member's log
+	// is behind (by member id); empty on a follower, which cannot know.
+	Lag map[string]uint64 `json:"lag,omitempty"`
 }
 
 type walInfo struct {
@@ -264,11 +291,18 @@ func (u *UI) overview(ctx context.Context) (*Overview, error) {
 		return u.cached, nil
 	}
 	qs, err := u.o.Source.AllQueues(ctx)
-	if err != nil {
-		return nil, err
+	var st engine.Stats
+	if err == nil {
+		st, err = u.o.Source.Stats(ctx)
 	}
-	st, err := u.o.Source.Stats(ctx)
 	if err != nil {
+		// A cluster member that cannot read (no leader, no quorum) still
+		// shows its view of the cluster: that is when an operator looks.
+		if ci, ok := u.clusterInfo(); ok {
+			return &Overview{Time: now, Version: u.version, StartedAt: u.started, UptimeSeconds: now.Sub(u.started).Seconds(),
+				Jobs: map[string]int64{}, Totals: map[string]int64{}, Connections: map[string]int64{},
+				Cluster: &ci, Unavailable: err.Error(), Samples: []stats.Sample{}}, nil
+		}
 		return nil, err
 	}
 	ov := &Overview{Time: now, Version: u.version, StartedAt: u.started, UptimeSeconds: now.Sub(u.started).Seconds(),
@@ -289,6 +323,9 @@ func (u *UI) overview(ctx context.Context) (*Overview, error) {
 	}
 	if u.o.Connections != nil {
 		ov.Connections = u.o.Connections()
+	}
+	if ci, ok := u.clusterInfo(); ok {
+		ov.Cluster = &ci
 	}
 	// The directory walk is cheap but needless every second.
 	if now.Sub(u.diskAt) >= 5*time.Second {

@@ -411,7 +411,7 @@ pages.overview = async (q, cur) => {
   const states = el("div", { class: "states cards", id: "ov-states" });
   const charts = el("div", { class: "charts" });
   v.append(cards, el("h2", {}, "Jobs by state, all queues"), states, el("h2", {}, "Last 15 minutes"), charts,
-    el("h2", {}, "Cluster"), el("p", { class: "muted", id: "ov-cluster" }, "Single node: this server runs without a cluster, so there are no peers, leader, term or lag to show."));
+    el("h2", {}, "Cluster"), el("div", { class: "muted", id: "ov-cluster" }, "Single node: this server runs without a cluster, so there are no peers, leader, term or lag to show."));
   if (!overview) overview = await api("GET", "/admin/stats").then((o) => { pushSamples(o.samples); return o; });
   const card = (k, val, sub, id) => el("div", { class: "card", id }, el("div", { class: "k" }, k), el("div", { class: "v" }, val), sub ? el("div", { class: "sub" }, sub) : null);
   const render = () => {
@@ -429,8 +429,19 @@ pages.overview = async (q, cur) => {
       card("Uptime", duration(o.uptime_seconds), "since " + new Date(o.started_at).toLocaleString()),
       card("Version", o.version.split(" ")[0], o.version.split(" ").slice(1).join(" ")),
     );
+    if (o.unavailable) cards.prepend(card("Numbers", "unavailable", o.unavailable, "card-unavailable"));
     states.replaceChildren(...STATES.map((s) => el("a", { class: "card state state-" + s, href: "#/queues", id: "state-" + s },
       el("div", { class: "k" }, s), el("div", { class: "v" }, num(o.jobs[s])))));
+    const cl = o.cluster;
+    if (cl) {
+      const lag = Object.entries(cl.lag || {}).map(([id, n]) => "node " + id + " " + num(n) + " behind").join(" · ");
+      document.getElementById("ov-cluster").replaceChildren(
+        card("This node", "node " + cl.id, cl.role, "card-node"),
+        card("Leader", cl.leader ? "node " + cl.leader : "none", "term " + num(cl.term), "card-leader"),
+        card("Log", num(cl.applied) + " applied", "commit index " + num(cl.commit), "card-log"),
+        card("Lag", lag ? num(Math.max(...Object.values(cl.lag))) + " max" : "–", lag || "known on the leader", "card-lag"));
+      document.getElementById("ov-cluster").className = "cards";
+    }
   };
   render();
   const rates = chart(charts, "Jobs per second", [
