@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import os
 import select
 import socket
 import ssl
@@ -42,6 +43,18 @@ def _dropped(sock: Optional[socket.socket]) -> bool:
     except (OSError, ValueError):
         return True
     return bool(r)
+
+
+def tls_context(ssl_context: Optional[ssl.SSLContext], ca_file: Optional[str]) -> Optional[ssl.SSLContext]:
+    """The TLS settings of a client: ``ssl_context`` as given, else one that
+    trusts the CA file ``ca_file`` (or ``$CHRONOQ_CA_FILE``) as well as the
+    system's, else None (the system's defaults for https URLs)."""
+    if ssl_context is not None:
+        return ssl_context
+    path = ca_file or os.environ.get("CHRONOQ_CA_FILE") or None
+    if path:
+        return ssl.create_default_context(cafile=path)
+    return None
 
 
 class SyncPool:

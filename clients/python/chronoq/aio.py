@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, 
 from ._errors import APIError, TransportError, error_from_answer
 from ._ops import DEFAULT_NAMESPACE, Config, Ops, Req
 from ._sse import Item, Positions, SSEParser, SubscriptionEnded, _Reconnect
-from ._transport import AsyncConn, AsyncPool, encode_request, read_chunk, read_head
+from ._transport import AsyncConn, AsyncPool, encode_request, read_chunk, read_head, tls_context
 from ._types import (
     AckResult,
     Duration,
@@ -51,13 +51,14 @@ class AsyncClient:
         backoff: float = 0.2,
         idempotency_keys: bool = True,
         ssl_context: Optional[ssl.SSLContext] = None,
+        ca_file: Optional[str] = None,
         max_idle: int = 256,
     ) -> None:
         self.config = Config.make(base_url, token, namespace, admin_url, timeout, retries, backoff, idempotency_keys)
         self._ops = Ops(self.config)
-        self._ssl = ssl_context
-        self._pool = AsyncPool(self.config.base_url, max_idle, ssl_context)
-        self._admin = AsyncPool(self.config.admin_url, 2, ssl_context)
+        self._ssl = tls_context(ssl_context, ca_file)
+        self._pool = AsyncPool(self.config.base_url, max_idle, self._ssl)
+        self._admin = AsyncPool(self.config.admin_url, 2, self._ssl)
 
     @property
     def namespace(self) -> str:

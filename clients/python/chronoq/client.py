@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from ._errors import APIError, TransportError, error_from_answer
 from ._ops import DEFAULT_NAMESPACE, Config, Ops, Req
 from ._sse import Item, Positions, SSEParser, SubscriptionEnded, _Reconnect
-from ._transport import SyncPool
+from ._transport import SyncPool, tls_context
 from ._types import (
     AckResult,
     Duration,
@@ -92,13 +92,14 @@ class Client:
         backoff: float = 0.2,
         idempotency_keys: bool = True,
         ssl_context: Optional[ssl.SSLContext] = None,
+        ca_file: Optional[str] = None,
         max_idle: int = 32,
     ) -> None:
         self.config = Config.make(base_url, token, namespace, admin_url, timeout, retries, backoff, idempotency_keys)
         self._ops = Ops(self.config)
-        self._ssl = ssl_context
-        self._pool = SyncPool(self.config.base_url, max_idle, ssl_context)
-        self._admin = SyncPool(self.config.admin_url, 2, ssl_context)
+        self._ssl = tls_context(ssl_context, ca_file)
+        self._pool = SyncPool(self.config.base_url, max_idle, self._ssl)
+        self._admin = SyncPool(self.config.admin_url, 2, self._ssl)
 
     @property
     def namespace(self) -> str:
