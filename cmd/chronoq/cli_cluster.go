@@ -9,19 +9,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-)
 
-// clusterStatus is GET /cluster/status on a member's admin listener
-// (internal/broker/cluster.go).
-type clusterStatus struct {
-	ID      uint64            `json:"id"`
-	Role    string            `json:"role"`
-	Term    uint64            `json:"term"`
-	Leader  uint64            `json:"leader"`
-	Commit  uint64            `json:"commit"`
-	Applied uint64            `json:"applied"`
-	Match   map[uint64]uint64 `json:"match,omitempty"`
-}
+	"github.com/chronoq/chronoq/internal/broker"
+)
 
 type clusterNode struct {
 	ID      uint64 `json:"id"`
@@ -82,7 +72,7 @@ Example:
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("cluster status: %s answered %d: %s", base, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	var st clusterStatus
+	var st broker.ClusterStatus // GET /cluster/status on a member's admin listener
 	if err := json.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("cluster status: undecodable answer: %w", err)
 	}

@@ -2,23 +2,16 @@ package stats
 
 import (
 	"time"
-)
 
-// Observer is the broker's observer (internal/broker's Observer).
-type Observer interface {
-	Commit(entries, bytes int, d time.Duration)
-	Snapshot(d time.Duration)
-	FirstTake(ns, queue string, waited time.Duration)
-	Lateness(d time.Duration)
-	Publication()
-}
+	"github.com/chronoq/chronoq/internal/broker"
+)
 
 // Tee passes every observation to next and records commits and snapshots
 // in h too.
-func Tee(next Observer, h *History) Observer { return tee{next, h} }
+func Tee(next broker.Observer, h *History) broker.Observer { return tee{next, h} }
 
 type tee struct {
-	Observer
+	broker.Observer
 	h *History
 }
 
