@@ -25,6 +25,9 @@ func tlsFlags(fs *flag.FlagSet, t *server.TLSConfig) {
 		fs.StringVar(&l.f.Key, l.prefix+"-tls-key", "", "private key for "+l.what+" (overrides --tls-key)")
 		fs.StringVar(&l.f.ClientCA, l.prefix+"-tls-client-ca", "", "client CA for "+l.what+" (overrides --tls-client-ca)")
 	}
+	fs.StringVar(&t.Peer.Cert, "peer-tls-cert", "", "certificate of this cluster member on its peer links, for both accepting and dialling (overrides --tls-cert; with a cluster, TLS on peer links needs --peer-tls-ca too)")
+	fs.StringVar(&t.Peer.Key, "peer-tls-key", "", "private key for the peer links (overrides --tls-key)")
+	fs.StringVar(&t.Peer.ClientCA, "peer-tls-ca", "", "PEM CA bundle that signed every member's peer certificate: both sides of a peer link must present one (overrides --tls-client-ca)")
 	fs.BoolVar(&t.Beanstalk, "beanstalk-tls", false, "serve the beanstalkd protocol over TLS (off: plain TCP, what most beanstalkd clients speak)")
 }
 

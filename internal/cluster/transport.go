@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,8 +22,11 @@ import (
 // on the connections it dialled, so a connection carries messages one
 // way. A connection starts with a mutual challenge-response on the
 // cluster secret (HMAC-SHA256), so a peer that does not know the secret
-// can neither send raft messages nor pose as a member; the traffic itself
-// is not encrypted (run it on a private network).
+// can neither send raft messages nor pose as a member. Without TLS the
+// traffic itself is not encrypted (run it on a private network); with
+// TransportConfig.TLS every connection is mutual TLS first and the
+// challenge-response runs inside it, so a member needs both a certificate
+// from the peer CA and the secret.
 //
 //	server → client: magic "CHRONOQP1\n", nonceS (32 bytes)
 //	client → server: magic, group u64, from u64, to u64, nonceC (32),
@@ -64,6 +68,14 @@ type TransportConfig struct {
 	// faster than raft's election timeout.
 	OnPeerDown func(id uint64)
 	Logger     *slog.Logger
+	// TLS, when set, turns on mutual TLS for every peer connection. It is
+	// called for each new connection (so a reloaded certificate applies
+	// to the next connection) and gives the accepting side's config:
+	// Certificates[0] is this member's certificate, ClientCAs the peer CA
+	// and ClientAuth must require and verify a certificate. The dialling
+	// side presents the same certificate and verifies the peer's against
+	// RootCAs, or ClientCAs when RootCAs is nil, and its peer address.
+	TLS func() *tls.Config
 }
 
 // Transport sends raft messages to peers over TCP and delivers what they
@@ -179,6 +191,49 @@ func (t *Transport) track(c net.Conn) bool {
 	return true
 }
 
+// retrack replaces a tracked connection by its TLS wrapper, so that
+// Close shuts the TLS session down.
+func (t *Transport) retrack(old, c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, old)
+	t.conns[c] = struct{}{}
+	t.mu.Unlock()
+}
+
+// clientTLS is the dialling side's config: the certificate of the
+// accepting side's config, the peer CA as roots and the peer address as
+// the name to verify.
+func (t *Transport) clientTLS(addr string) *tls.Config {
+	base := t.cfg.TLS()
+	host, _, _ := net.SplitHostPort(addr)
+	roots := base.RootCAs
+	if roots == nil {
+		roots = base.ClientCAs
+	}
+	certs := base.Certificates
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: base.CipherSuites,
+		RootCAs:      roots,
+		ServerName:   host,
+		// Present the certificate whatever CA names the peer asks for:
+		// it is this member's identity, and the peer decides.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if len(certs) == 0 {
+				return &tls.Certificate{}, nil
+			}
+			return &certs[0], nil
+		},
+	}
+}
+
+// tlsHandshake runs the TLS handshake within the handshake timeout.
+func (t *Transport) tlsHandshake(c *tls.Conn) error {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer c.SetDeadline(time.Time{})
+	return c.Handshake()
+}
+
 func (t *Transport) untrack(c net.Conn) {
 	t.mu.Lock()
 	delete(t.conns, c)
@@ -237,6 +292,15 @@ func (t *Transport) dial(p *peerOut) (net.Conn, error) {
 	if !t.track(c) {
 		c.Close()
 		return nil, errors.New("transport closed")
+	}
+	if t.cfg.TLS != nil {
+		tc := tls.Client(c, t.clientTLS(p.addr))
+		t.retrack(c, tc)
+		c = tc
+		if err := t.tlsHandshake(tc); err != nil {
+			t.untrack(c)
+			return nil, fmt.Errorf("TLS with peer %d at %s: %w", p.id, p.addr, err)
+		}
 	}
 	if err := t.clientHandshake(c, p.id); err != nil {
 		t.untrack(c)
@@ -348,6 +412,16 @@ func (t *Transport) accept() {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
+			if t.cfg.TLS != nil {
+				tc := tls.Server(c, t.cfg.TLS())
+				t.retrack(c, tc)
+				c = tc
+				if err := t.tlsHandshake(tc); err != nil {
+					t.untrack(c)
+					t.refuse(c, fmt.Errorf("TLS handshake: %w", err))
+					return
+				}
+			}
 			defer t.untrack(c)
 			from, err := t.serverHandshake(c)
 			if err != nil {

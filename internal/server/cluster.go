@@ -221,15 +221,21 @@ func (p *clusterPart) start(s *Server) error {
 	ad.Beanstalk = s.Addr(Beanstalk)
 	advJSON, _ := json.Marshal(ad)
 	adv := string(advJSON)
-	tr, err := cluster.NewTransport(cluster.TransportConfig{
+	tcfg := cluster.TransportConfig{
 		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: p.cfg.Peers, Secret: p.cfg.Secret, Advertise: adv,
 		Deliver: s.b.Receive, OnPeerDown: s.b.PeerDown, Logger: s.lg,
-	})
+	}
+	if src := s.certs[peerLink]; src != nil {
+		// Loaded per connection: a SIGHUP reload (ReloadTLS) applies to
+		// the next peer connection on both sides.
+		tcfg.TLS = src.cur.Load
+	}
+	tr, err := cluster.NewTransport(tcfg)
 	if err != nil {
 		return err
 	}
 	p.tr.Store(tr)
-	s.lg.Info("cluster member started", "node", p.cfg.NodeID, "peer_addr", tr.Addr().String(), "peers", len(p.cfg.Peers))
+	s.lg.Info("cluster member started", "node", p.cfg.NodeID, "peer_addr", tr.Addr().String(), "peers", len(p.cfg.Peers), "peer_tls", tcfg.TLS != nil)
 	return nil
 }
 

@@ -35,10 +35,51 @@ func (f TLSFiles) inherit(def TLSFiles) TLSFiles {
 // and the admin listener use TLS as soon as they have a certificate; the
 // beanstalkd listener only with Beanstalk set, since most beanstalkd
 // clients speak plain TCP.
+//
+// Peer (--peer-tls-cert, --peer-tls-key, --peer-tls-ca) is the TLS of a
+// cluster member's peer links, on as soon as it, or the shared files,
+// give a certificate. Its ClientCA is the peer CA: both sides of every
+// peer connection must present a certificate it signed (docs/cluster.md).
 type TLSConfig struct {
 	TLSFiles
 	HTTP, Admin, BeanstalkFiles TLSFiles
 	Beanstalk                   bool // --beanstalk-tls
+	Peer                        TLSFiles
+}
+
+// peerLink names the peer links' certificate among the listeners'.
+const peerLink = "peer"
+
+// peerFiles gives the effective files of the peer links; ok is false
+// when they run without TLS.
+func (c TLSConfig) peerFiles() (TLSFiles, bool) {
+	f := c.Peer.inherit(c.TLSFiles)
+	return f, f.Cert != "" || f.Key != "" || c.Peer.ClientCA != ""
+}
+
+// validatePeer reports half-given peer TLS, and peer TLS flags without a
+// cluster.
+func (c TLSConfig) validatePeer(cluster bool) error {
+	if !cluster {
+		if c.Peer != (TLSFiles{}) {
+			return errors.New("--peer-tls-cert, --peer-tls-key and --peer-tls-ca need --node-id and --peers")
+		}
+		return nil
+	}
+	f, on := c.peerFiles()
+	if !on {
+		return nil
+	}
+	switch {
+	case f.Cert == "":
+		return fmt.Errorf("peer TLS: --peer-tls-key %q without a certificate: give --peer-tls-cert (or --tls-cert)", f.Key)
+	case f.Key == "":
+		return fmt.Errorf("peer TLS: --peer-tls-cert %q without a key: give --peer-tls-key (or --tls-key)", f.Cert)
+	case f.ClientCA == "":
+		return fmt.Errorf("peer TLS: certificate %q without a CA to verify peers with: give --peer-tls-ca (or --tls-client-ca); "+
+			"peer links use mutual TLS, so every member needs the CA that signed the others' certificates", f.Cert)
+	}
+	return nil
 }
 
 // files gives the effective files of a listener; ok is false when that
@@ -166,25 +207,29 @@ func loadTLS(f TLSFiles) (*tls.Config, error) {
 // are joined.
 func (s *Server) ReloadTLS() error {
 	var errs []error
-	for _, name := range []string{HTTP, Admin, Beanstalk} {
+	for _, name := range []string{HTTP, Admin, Beanstalk, peerLink} {
 		if src := s.certs[name]; src != nil {
 			if err := src.Reload(); err != nil {
 				errs = append(errs, fmt.Errorf("%s listener: %w", name, err))
 				continue
 			}
-			s.lg.Info("TLS certificate reloaded", "listener", name, "cert", src.files.Cert)
+			s.lg.Info("TLS certificate reloaded", "listener", name, "cert", src.files.Cert, "ca", src.files.ClientCA)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// TLSEnabled says whether a listener serves TLS.
+// TLSEnabled says whether a listener serves TLS ("peer": whether the
+// cluster's peer links do).
 func (s *Server) TLSEnabled(name string) bool { return s.certs[name] != nil }
 
 // setupTLS loads the certificates of every TLS listener; listen wraps the
 // listeners with them.
 func (s *Server) setupTLS() error {
 	if err := s.cfg.TLS.validate(); err != nil {
+		return err
+	}
+	if err := s.cfg.TLS.validatePeer(s.cfg.Cluster != nil); err != nil {
 		return err
 	}
 	s.certs = map[string]*certSource{}
@@ -198,6 +243,13 @@ func (s *Server) setupTLS() error {
 			return fmt.Errorf("%s listener: %w", name, err)
 		}
 		s.certs[name] = src
+	}
+	if f, on := s.cfg.TLS.peerFiles(); on && s.cfg.Cluster != nil {
+		src, err := newCertSource(f)
+		if err != nil {
+			return fmt.Errorf("peer TLS: %w", err)
+		}
+		s.certs[peerLink] = src
 	}
 	return nil
 }
