@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -291,5 +292,40 @@ func TestPeerTLSConfigErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q, want it to name %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// ReloadTLS (SIGHUP) re-reads the peer certificate: the next peer
+// connection gets the new one.
+func TestPeerTLSReload(t *testing.T) {
+	ca := newCA(t)
+	peers := map[uint64]string{1: freePort(t), 2: freePort(t), 3: freePort(t)}
+	cfg := peerTLSConfig(t, ca, 1, peers)
+	s := start(t, cfg)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	client := ca.issuePeer(t)
+	served := func() *big.Int {
+		t.Helper()
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		c, err := tls.DialWithDialer(d, "tcp", s.PeerAddr(), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{client}})
+		if err != nil {
+			t.Fatalf("TLS to the peer listener: %v", err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	before := served()
+	cert, key := ca.issuePeerPEM(t)
+	writeFile(t, filepath.Dir(cfg.TLS.Peer.Cert), filepath.Base(cfg.TLS.Peer.Cert), cert)
+	writeFile(t, filepath.Dir(cfg.TLS.Peer.Key), filepath.Base(cfg.TLS.Peer.Key), key)
+	if got := served(); got.Cmp(before) != 0 {
+		t.Fatalf("certificate changed before the reload: %v → %v", before, got)
+	}
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); got.Cmp(before) == 0 {
+		t.Fatalf("still serving certificate %v after the reload", got)
 	}
 }
