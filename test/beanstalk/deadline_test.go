@@ -7,10 +7,15 @@ import (
 )
 
 // DEADLINE_SOON never comes before TTR - 1s has passed since the client
-// saw its RESERVED (or TOUCHED) answer: clients measure it from there, and
-// beanstalkd, keeping deadlines in nanoseconds from when it answered,
-// keeps to it. This is a lower bound only, which a slow machine cannot
-// break; each measurement is bounded by the read timeout.
+// saw its RESERVED (or TOUCHED) answer: clients measure it from there.
+// Two bounds are checked. Strictly: no earlier than 1s after the command
+// was sent — the server cannot answer before it receives the command, so
+// this holds however loaded the machine is. And from the moment the client
+// read the answer, with 10 ms of slack: a client goroutine descheduled
+// between the server's write and its own read starts its clock late, which
+// no server can prevent (the original beanstalkd was seen 20 µs short that
+// way). Precision to the millisecond is the engine's test
+// (internal/engine/deadline_test.go, with a fake clock).
 func TestDeadlineSoonNotEarly(t *testing.T) {
 	for _, o := range []struct {
 		name string
@@ -27,6 +32,7 @@ func TestDeadlineSoonNotEarly(t *testing.T) {
 				cs := make([]*client, conns)
 				ids := make([]uint64, conns)
 				saw := make([]time.Time, conns)
+				sent := make([]time.Time, conns)
 				for i := range cs {
 					c := s.dial()
 					tube := "deadline-" + itoa(uint64(i))
@@ -36,6 +42,7 @@ func TestDeadlineSoonNotEarly(t *testing.T) {
 				}
 				measure := func(cmd, answer, then string) {
 					for i, c := range cs {
+						sent[i] = time.Now()
 						c.send(cmd + " " + itoa(ids[i]) + "\r\n")
 						c.expect(strings.ReplaceAll(answer, "ID", itoa(ids[i])))
 						saw[i] = time.Now()
@@ -43,15 +50,18 @@ func TestDeadlineSoonNotEarly(t *testing.T) {
 					}
 					for i, c := range cs {
 						c.expect("DEADLINE_SOON\r\n")
-						// The original's own timer has been seen firing
-						// 20 µs short of the second on a loaded machine;
-						// chronoq is held to the bound exactly.
-						bound := time.Second
+						// The original's timer may round to its millisecond
+						// tick; chronoq is held to the bound exactly.
+						strict := time.Second
 						if !s.chronoq() {
-							bound -= 5 * time.Millisecond
+							strict -= 5 * time.Millisecond
 						}
-						if d := time.Since(saw[i]); d < bound {
-							t.Errorf("%s: DEADLINE_SOON %v after %q with TTR 2s, want at least %v", s.name, d, answer, bound)
+						if d := time.Since(sent[i]); d < strict {
+							t.Errorf("%s: DEADLINE_SOON %v after sending %q with TTR 2s, want at least %v", s.name, d, cmd, strict)
+						}
+						const slack = 10 * time.Millisecond
+						if d := time.Since(saw[i]); d < time.Second-slack {
+							t.Errorf("%s: DEADLINE_SOON %v after %q with TTR 2s, want at least %v", s.name, d, answer, time.Second-slack)
 						}
 					}
 				}

@@ -456,6 +456,7 @@ func (c *conn) touch(seq uint64) {
 	c.mu.Lock()
 	if cur := c.resv[seq]; cur != nil {
 		cur.extend(until, now)
+		c.unsent = append(c.unsent, cur)
 	}
 	c.mu.Unlock()
 	c.send(msgTouched)

@@ -30,6 +30,9 @@ type conn struct {
 
 	mu   sync.Mutex // guards resv: stats prunes it from other goroutines
 	resv map[uint64]*reservation
+	// unsent are reservations whose answer (RESERVED, TOUCHED) is still in
+	// the write buffer: their end is settled when it leaves (settle).
+	unsent []*reservation
 
 	producer, worker, waiting atomic.Bool
 
@@ -57,6 +60,22 @@ type reservation struct {
 	until, end         time.Time
 }
 
+// settle counts TTR again from the moment the answers of unsent
+// reservations left the write buffer (at): until then the client cannot
+// have seen them, and a goroutine descheduled between the answer and the
+// write must not shorten the client's TTR.
+func (c *conn) settle(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.unsent {
+		if e := at.Add(r.ttr); e.After(r.end) {
+			r.end = e
+		}
+	}
+	clear(c.unsent)
+	c.unsent = c.unsent[:0]
+}
+
 // extend sets the reservation's deadlines after a reserve or touch
 // answered now.
 func (r *reservation) extend(until, now time.Time) {
@@ -77,7 +96,8 @@ func (r *reservation) extend(until, now time.Time) {
 type sockReader struct {
 	nc      net.Conn
 	w       *bufio.Writer
-	idle    time.Duration // Options.IdleTimeout
+	idle    time.Duration   // Options.IdleTimeout
+	flushed func(time.Time) // after the buffered answers left
 	pending []byte
 	err     error
 }
@@ -91,6 +111,9 @@ func (r *sockReader) Read(p []byte) (int, error) {
 	if r.w.Buffered() > 0 {
 		if err := r.w.Flush(); err != nil {
 			return 0, err
+		}
+		if r.flushed != nil {
+			r.flushed(time.Now())
 		}
 	}
 	if r.err != nil {
@@ -109,7 +132,7 @@ const bufSize = 16 << 10
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, ctx: s.ctx, resv: map[uint64]*reservation{}}
 	c.w = bufio.NewWriterSize(nc, bufSize)
-	c.sr.nc, c.sr.w, c.sr.idle = nc, c.w, s.opts.IdleTimeout
+	c.sr.nc, c.sr.w, c.sr.idle, c.sr.flushed = nc, c.w, s.opts.IdleTimeout, c.settle
 	c.r = bufio.NewReaderSize(&c.sr, bufSize)
 	def := tubeRef{name: "default", queue: "default"}
 	if q, ok := queueOf("default"); ok {

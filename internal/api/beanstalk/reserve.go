@@ -50,6 +50,7 @@ func (c *conn) reserve(timeout time.Duration, forever bool) {
 	if err := c.w.Flush(); err != nil {
 		return
 	}
+	c.settle(time.Now())
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	stop := c.watchHangup(cancel)
@@ -111,6 +112,7 @@ func (c *conn) reserved(j engine.Job) {
 	r.extend(j.ReservedUntil, time.Now())
 	c.mu.Lock()
 	c.resv[j.Seq] = r
+	c.unsent = append(c.unsent, r)
 	c.mu.Unlock()
 	c.sendJob("RESERVED", j.Seq, j.Data)
 }
