@@ -200,7 +200,7 @@ func (e *Engine) applyJob(img *JobImage) {
 			oldTags = x.tags
 		}
 		oldPhase := e.phaseOf(slot)
-		keepChain = j.key != 0 && inChain(oldPhase) && inChain(img.Phase) && e.keys.names[j.key] == img.Key
+		keepChain = j.key != 0 && inChain(oldPhase) && inChain(img.Phase) && e.keys.keys[j.key] == img.Key
 		e.unplace(q, slot)
 		if j.key != 0 && inChain(oldPhase) && !keepChain {
 			e.chainRemove(q, slot)
@@ -320,7 +320,7 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		Tries:   uint32(j.tries),
 		Attempt: j.attempt,
 		Flags:   j.flags &^ (fULID | fHasExt),
-		Key:     e.keys.names[j.key],
+		Key:     e.keys.keys[j.key],
 		Payload: refBlob(j.payload),
 	}
 	if x, ok := e.ext(slot); ok {

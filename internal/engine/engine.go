@@ -110,8 +110,8 @@ type Engine struct {
 	pauses    []uint32             // queues with a timed pause (few; scanned)
 	seqs      slotTable[seqHasher] // enqueue sequence number → slot
 
-	keys     intern
-	cls      classes
+	keys     refTable[string]   // key strings of per-key FIFO
+	cls      refTable[classKey] // (queue, TTR) classes of job records (slab.go)
 	tagIndex map[string]map[uint32]struct{}
 
 	seq   uint64 // last enqueue sequence number handed out
@@ -156,8 +156,8 @@ func New(opts Options) *Engine {
 		nss:      make(map[string]*namespace),
 		delayed:  slotHeap{ord: byActivation},
 		idem:     make(map[string]idemEnt),
-		keys:     newIntern(),
-		cls:      newClasses(),
+		keys:     newRefTable[string](),
+		cls:      newRefTable[classKey](),
 		tagIndex: make(map[string]map[uint32]struct{}),
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		entropy:  ulid.Monotonic(ent, 0),
@@ -312,48 +312,51 @@ func (e *Engine) cronSchedule(spec string) (cron.Schedule, error) {
 	return s, nil
 }
 
-// intern maps key strings to small ids shared by all queues, with
-// reference counts so unused keys are forgotten.
-type intern struct {
-	ids   map[string]uint32
-	names []string
-	refs  []uint32
-	free  []uint32
+// refTable hands out small ids for values many jobs share (key strings,
+// (queue, TTR) classes), with reference counts so that unused values are
+// forgotten and their ids reused. Id 0 is never handed out: a zero id in a
+// freed or keyless record means nothing.
+type refTable[K comparable] struct {
+	ids  map[K]uint32
+	keys []K // by id
+	refs []uint32
+	free []uint32
 }
 
-func newIntern() intern {
-	return intern{ids: map[string]uint32{}, names: []string{""}, refs: []uint32{0}}
+func newRefTable[K comparable]() refTable[K] {
+	var zero K
+	return refTable[K]{ids: map[K]uint32{}, keys: []K{zero}, refs: []uint32{0}}
 }
 
-func (in *intern) ref(s string) uint32 {
-	if id, ok := in.ids[s]; ok {
-		in.refs[id]++
+func (t *refTable[K]) ref(k K) uint32 {
+	if id, ok := t.ids[k]; ok {
+		t.refs[id]++
 		return id
 	}
 	var id uint32
-	if n := len(in.free); n > 0 {
-		id = in.free[n-1]
-		in.free = in.free[:n-1]
-		in.names[id] = s
-		in.refs[id] = 1
+	if n := len(t.free); n > 0 {
+		id = t.free[n-1]
+		t.free = t.free[:n-1]
+		t.keys[id], t.refs[id] = k, 1
 	} else {
-		id = uint32(len(in.names))
-		in.names = append(in.names, s)
-		in.refs = append(in.refs, 1)
+		id = uint32(len(t.keys))
+		t.keys = append(t.keys, k)
+		t.refs = append(t.refs, 1)
 	}
-	in.ids[s] = id
+	t.ids[k] = id
 	return id
 }
 
-func (in *intern) unref(id uint32) {
+func (t *refTable[K]) unref(id uint32) {
 	if id == 0 {
 		return
 	}
-	in.refs[id]--
-	if in.refs[id] == 0 {
-		delete(in.ids, in.names[id])
-		in.names[id] = ""
-		in.free = append(in.free, id)
+	t.refs[id]--
+	if t.refs[id] == 0 {
+		var zero K
+		delete(t.ids, t.keys[id])
+		t.keys[id] = zero
+		t.free = append(t.free, id)
 	}
 }
 

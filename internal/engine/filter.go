@@ -55,7 +55,7 @@ func (e *Engine) matches(slot uint32, f *Filter, mask uint8) bool {
 	if mask&(1<<j.state) == 0 {
 		return false
 	}
-	if f.HasKey && e.keys.names[j.key] != f.Key {
+	if f.HasKey && e.keys.keys[j.key] != f.Key {
 		return false
 	}
 	if len(f.Tags) > 0 {

@@ -75,10 +75,10 @@ func (e *Engine) checkInvariants() error {
 			for i, s := range live {
 				j := e.jobs.get(s)
 				if j.state == StateNone || j.key != key || e.jq(j) != q.idx {
-					return fmt.Errorf("chain %s/%s holds slot %d in state %s key %d", q.name, e.keys.names[key], s, j.state, j.key)
+					return fmt.Errorf("chain %s/%s holds slot %d in state %s key %d", q.name, e.keys.keys[key], s, j.state, j.key)
 				}
 				if i > 0 && e.jobs.get(live[i-1]).seqNo() >= j.seqNo() {
-					return fmt.Errorf("chain %s/%s out of order", q.name, e.keys.names[key])
+					return fmt.Errorf("chain %s/%s out of order", q.name, e.keys.keys[key])
 				}
 				if j.state == StateReserved {
 					res++
@@ -88,7 +88,7 @@ func (e *Engine) checkInvariants() error {
 				}
 			}
 			if res != c.reserved {
-				return fmt.Errorf("chain %s/%s reserved=%d, holds %d reserved", q.name, e.keys.names[key], c.reserved, res)
+				return fmt.Errorf("chain %s/%s reserved=%d, holds %d reserved", q.name, e.keys.keys[key], c.reserved, res)
 			}
 		}
 	}

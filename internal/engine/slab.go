@@ -43,53 +43,10 @@ type job struct {
 	flags   uint8
 }
 
-// classes intern the (queue, TTR) pairs of jobs: the jobs of a queue
-// mostly share its default TTR, so a record holds one 4-byte class instead
-// of both. Classes are reference counted like keys; class 0 is never
-// handed out (a freed record's zero class means nothing).
-type classes struct {
-	ids  map[classKey]uint32
-	keys []classKey
-	refs []uint32
-	free []uint32
-}
-
+// classKey is a job's (queue, TTR) pair, interned in Engine.cls: the
+// jobs of a queue mostly share its default TTR, so a record holds one
+// 4-byte class instead of both.
 type classKey struct{ queue, ttr uint32 }
-
-func newClasses() classes {
-	return classes{ids: map[classKey]uint32{}, keys: []classKey{{}}, refs: []uint32{0}}
-}
-
-func (c *classes) ref(k classKey) uint32 {
-	if id, ok := c.ids[k]; ok {
-		c.refs[id]++
-		return id
-	}
-	var id uint32
-	if n := len(c.free); n > 0 {
-		id = c.free[n-1]
-		c.free = c.free[:n-1]
-		c.keys[id], c.refs[id] = k, 1
-	} else {
-		id = uint32(len(c.keys))
-		c.keys = append(c.keys, k)
-		c.refs = append(c.refs, 1)
-	}
-	c.ids[k] = id
-	return id
-}
-
-func (c *classes) unref(id uint32) {
-	if id == 0 {
-		return
-	}
-	c.refs[id]--
-	if c.refs[id] == 0 {
-		delete(c.ids, c.keys[id])
-		c.keys[id] = classKey{}
-		c.free = append(c.free, id)
-	}
-}
 
 // jq is the index of the job's queue.
 func (e *Engine) jq(j *job) uint32 { return e.cls.keys[j.cls].queue }

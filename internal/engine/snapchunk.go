@@ -109,7 +109,7 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(kidx)))
 	for _, k := range kidx {
 		b = binary.LittleEndian.AppendUint32(b, k)
-		b = appendStr(b, e.keys.names[k])
+		b = appendStr(b, e.keys.keys[k])
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(slots)))
 	for _, slot := range slots {

@@ -14,7 +14,7 @@ func (e *Engine) view(q *queue, slot uint32) Job {
 		Payload:     j.payload,
 		PayloadJSON: j.flags&fPayloadJSON != 0,
 		Priority:    j.prio,
-		Key:         e.keys.names[j.key],
+		Key:         e.keys.keys[j.key],
 		CreatedAt:   fromMS(e.created(slot)),
 		ActivateAt:  fromMS(e.activateAt(slot)),
 		TTR:         time.Duration(e.jttr(j)) * time.Millisecond,
