@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -42,45 +41,8 @@ type tools struct {
 // skips, or fails with CHRONOQ_REQUIRE_BROWSER=1 (CI).
 func findTools(t *testing.T) tools {
 	t.Helper()
-	required := os.Getenv("CHRONOQ_REQUIRE_BROWSER") == "1"
-	missing := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if required {
-			t.Fatalf("CHRONOQ_REQUIRE_BROWSER=1 but %s", msg)
-		}
-		t.Skipf("skipping the browser test: %s (set CHRONOQ_REQUIRE_BROWSER=1 to make this a failure)", msg)
-	}
-	if testing.Short() && !required {
-		t.Skip("skipping the browser test in -short mode")
-	}
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := tools{root: root, dir: filepath.Join(root, "test", "browser")}
-	if tl.node, err = exec.LookPath("node"); err != nil {
-		missing("node is not installed (apt-get install nodejs)")
-	}
-	if c := os.Getenv("CHRONOQ_CHROMIUM"); c != "" {
-		if tl.chromium, err = exec.LookPath(c); err != nil {
-			missing("CHRONOQ_CHROMIUM=%s: %v", c, err)
-		}
-	} else {
-		for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
-			if p, err := exec.LookPath(name); err == nil {
-				tl.chromium = p
-				break
-			}
-		}
-		if tl.chromium == "" {
-			missing("chromium is not installed (apt-get install chromium, or set CHRONOQ_CHROMIUM)")
-		}
-	}
-	if _, err := os.Stat(filepath.Join(tl.dir, "node_modules", "playwright-core", "package.json")); err != nil {
-		missing("playwright-core is not installed (cd test/browser && npm ci)")
-	}
-	return tl
+	b := testbin.FindBrowser(t, "browser test")
+	return tools{root: b.Root, dir: filepath.Join(b.Root, "test", "browser"), node: b.Node, chromium: b.Chromium}
 }
 
 // buildServer compiles ./cmd/chronoq into a temp dir.

@@ -37,46 +37,8 @@ type tools struct{ node, chromium, dir string }
 // fails with CHRONOQ_REQUIRE_BROWSER=1 (CI), like test/browser.
 func findTools(t *testing.T) tools {
 	t.Helper()
-	required := os.Getenv("CHRONOQ_REQUIRE_BROWSER") == "1"
-	missing := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if required {
-			t.Fatalf("CHRONOQ_REQUIRE_BROWSER=1 but %s", msg)
-		}
-		t.Skipf("skipping the dashboard test: %s (set CHRONOQ_REQUIRE_BROWSER=1 to make this a failure)", msg)
-	}
-	if testing.Short() && !required {
-		t.Skip("skipping the dashboard test in -short mode")
-	}
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := tools{dir: filepath.Join(root, "test", "dashboard")}
-	if tl.node, err = exec.LookPath("node"); err != nil {
-		missing("node is not installed (apt-get install nodejs)")
-	}
-	if c := os.Getenv("CHRONOQ_CHROMIUM"); c != "" {
-		if tl.chromium, err = exec.LookPath(c); err != nil {
-			missing("CHRONOQ_CHROMIUM=%s: %v", c, err)
-		}
-	} else {
-		for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
-			if p, err := exec.LookPath(name); err == nil {
-				tl.chromium = p
-				break
-			}
-		}
-		if tl.chromium == "" {
-			missing("chromium is not installed (apt-get install chromium, or set CHRONOQ_CHROMIUM)")
-		}
-	}
-	// dash.mjs loads playwright-core from test/browser's node_modules.
-	if _, err := os.Stat(filepath.Join(root, "test", "browser", "node_modules", "playwright-core", "package.json")); err != nil {
-		missing("playwright-core is not installed (cd test/browser && npm ci)")
-	}
-	return tl
+	b := testbin.FindBrowser(t, "dashboard test") // dash.mjs loads playwright-core from test/browser
+	return tools{dir: filepath.Join(b.Root, "test", "dashboard"), node: b.Node, chromium: b.Chromium}
 }
 
 // api calls the server with the admin token.
