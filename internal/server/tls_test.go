@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,16 @@ func newCA(t *testing.T) *testCA {
 // client auth) and returns its PEM certificate and key and its serial.
 func (ca *testCA) issue(t *testing.T, server bool) (certPEM, keyPEM []byte, sn *big.Int) {
 	t.Helper()
+	if server {
+		return ca.sign(t, x509.ExtKeyUsageServerAuth)
+	}
+	return ca.sign(t, x509.ExtKeyUsageClientAuth)
+}
+
+// sign issues a leaf certificate for the usages (one for server auth
+// names 127.0.0.1) and returns its PEM certificate and key and its serial.
+func (ca *testCA) sign(t *testing.T, usages ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, sn *big.Int) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -67,13 +78,10 @@ func (ca *testCA) issue(t *testing.T, server bool) (certPEM, keyPEM []byte, sn *
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "chronoq test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
 	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	if slices.Contains(usages, x509.ExtKeyUsageServerAuth) {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
