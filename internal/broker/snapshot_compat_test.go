@@ -26,26 +26,14 @@ func TestVersion1SnapshotStillLoads(t *testing.T) {
 	want := dump(t, b)
 	// write a version-1 snapshot of the current state, the way builds
 	// before job chunks did
-	var path string
-	_, err := b.do(context.Background(), func(time.Time) (any, error) {
-		b.syncBarrier()
-		w, err := snapshot.Create(b.snapDir(), b.log.End())
-		if err != nil {
-			return nil, err
-		}
-		it := b.eng.Snapshot()
+	path := writeSnapshotBy(t, b, func(w *snapshot.Writer, it *engine.SnapshotIter) error {
 		for ent := it.Next(100); ent != nil; ent = it.Next(100) {
 			if err := w.Add(ent.Encode(nil)); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		info, err := w.Commit()
-		path = info.Path
-		return nil, err
+		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b.skipFinalSnapshot = true
 	b.Close()
 	setFooterVersion(t, path, 1)
@@ -102,14 +90,7 @@ func TestBadJobChunkRefusedWithFileAndOffset(t *testing.T) {
 	b := open(t, dir, 1<<40)
 	churn(t, b, rand.New(rand.NewPCG(7, 8)), 500)
 	want := dump(t, b)
-	var path string
-	_, err := b.do(context.Background(), func(time.Time) (any, error) {
-		b.syncBarrier()
-		w, err := snapshot.Create(b.snapDir(), b.log.End())
-		if err != nil {
-			return nil, err
-		}
-		it := b.eng.Snapshot()
+	path := writeSnapshotBy(t, b, func(w *snapshot.Writer, it *engine.SnapshotIter) error {
 		chunks := 0
 		for {
 			item, ok := it.NextItem(nil, 1024)
@@ -121,23 +102,18 @@ func TestBadJobChunkRefusedWithFileAndOffset(t *testing.T) {
 				item[2]++ // the record size: another build's layout
 			}
 			if err := w.Add(item); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if chunks == 0 {
 			t.Error("no job chunk written")
 		}
-		info, err := w.Commit()
-		path = info.Path
-		return nil, err
+		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b.skipFinalSnapshot = true
 	b.Close()
 
-	_, _, err = loadSnapshot(path)
+	_, _, err := loadSnapshot(path)
 	if !errors.Is(err, engine.ErrCorrupt) || !strings.Contains(err.Error(), path) ||
 		!strings.Contains(err.Error(), "block 0 at offset 0") || !strings.Contains(err.Error(), "another version") {
 		t.Fatalf("bad chunk: %v", err)
@@ -148,4 +124,30 @@ func TestBadJobChunkRefusedWithFileAndOffset(t *testing.T) {
 	}
 	same(t, want, dump(t, b))
 	b.Close()
+}
+
+// writeSnapshotBy writes a snapshot of b's current state on its loop, its
+// items produced by write (the way another build would), and answers the
+// file's path.
+func writeSnapshotBy(t *testing.T, b *Broker, write func(*snapshot.Writer, *engine.SnapshotIter) error) string {
+	t.Helper()
+	var path string
+	_, err := b.do(context.Background(), func(time.Time) (any, error) {
+		b.syncBarrier()
+		w, err := snapshot.Create(b.snapDir(), b.log.End())
+		if err != nil {
+			return nil, err
+		}
+		if err := write(w, b.eng.Snapshot()); err != nil {
+			w.Abort()
+			return nil, err
+		}
+		info, err := w.Commit()
+		path = info.Path
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
