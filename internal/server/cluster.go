@@ -92,12 +92,14 @@ func splitHostPort(addr string) (string, string, error) {
 // clusterPart is the server's share of a member: the transport and the
 // forwarding of client requests to the leader.
 type clusterPart struct {
-	cfg     ClusterConfig
-	tr      atomic.Pointer[cluster.Transport]
-	b       atomic.Pointer[broker.Broker]
-	mu      sync.Mutex
-	proxes  map[string]*httputil.ReverseProxy
-	metrics *clusterCollector
+	cfg    ClusterConfig
+	tr     atomic.Pointer[cluster.Transport]
+	b      atomic.Pointer[broker.Broker]
+	mu     sync.Mutex
+	proxes map[string]*httputil.ReverseProxy
+	// fwdTransport carries forwarded requests (forward.go); guarded by mu.
+	fwdTransport *http.Transport
+	metrics      *clusterCollector
 }
 
 // advertised is what a member tells its peers about itself when it
@@ -214,10 +216,7 @@ func (p *clusterPart) Send(msgs []raftpb.Message) {
 
 func (p *clusterPart) start(s *Server) error {
 	p.b.Store(s.b)
-	var ad advertised
-	if a := s.Addr(HTTP); a != "" {
-		ad.HTTP = "http://" + a
-	}
+	ad := advertised{HTTP: p.advertisedHTTP(s)}
 	ad.Beanstalk = s.Addr(Beanstalk)
 	advJSON, _ := json.Marshal(ad)
 	adv := string(advJSON)
@@ -289,6 +288,10 @@ func (p *clusterPart) proxy(s *Server, target string) *httputil.ReverseProxy {
 		u = &url.URL{Scheme: "http", Host: "invalid"}
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	if p.fwdTransport == nil {
+		p.fwdTransport = p.forwardTransport(s)
+	}
+	rp.Transport = p.fwdTransport
 	rp.FlushInterval = -1 // SSE and long-polls stream through
 	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
 		s.lg.Warn("cluster: forwarding to the leader failed", "leader", target, "path", r.URL.Path, "err", err)

@@ -1,0 +1,192 @@
+package cluster_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// testCA signs the members' certificates.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chronoq cluster test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue signs a certificate for 127.0.0.1 usable as a server and a client
+// (what a member's peer certificate needs), and writes it and its key to
+// dir.
+func (ca *testCA) issue(t *testing.T, dir string, serial int64) (certFile, keyFile string, pair tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: fmt.Sprintf("member %d", serial)},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, pair
+}
+
+// TestForwardOverTLS: the members' HTTP listeners serve mutual TLS, and
+// their peer links TLS from the same CA. A follower forwards a put, a read,
+// an SSE stream and a WebSocket to the leader over https, verifying the
+// leader's certificate with the peer CA and presenting its own.
+func TestForwardOverTLS(t *testing.T) {
+	ca := newTestCA(t)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &clusterT{t: t}
+	var peers []string
+	for id := uint64(1); id <= 3; id++ {
+		n := &node{id: id, dir: filepath.Join(t.TempDir(), "data"), http: freeAddr(t), admin: freeAddr(t), peerAddr: freeAddr(t)}
+		c.nodes = append(c.nodes, n)
+		peers = append(peers, fmt.Sprintf("%d=%s", id, n.peerAddr))
+	}
+	c.peers = strings.Join(peers, ",")
+	var clientCert tls.Certificate
+	for _, n := range c.nodes {
+		cert, key, pair := ca.issue(t, t.TempDir(), int64(10+n.id))
+		clientCert = pair
+		c.start(n, "--http-tls-cert", cert, "--http-tls-key", key, "--http-tls-client-ca", caFile,
+			"--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			c.kill(n)
+		}
+	})
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	tlsCfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+
+	c.leader(15 * time.Second)
+	lead := c.settled(10 * time.Second)
+	follower := c.nodes[int(lead.id)%3]
+	other := c.nodes[(int(lead.id)+1)%3]
+	base := "https://" + follower.http
+
+	sse := openSSE(t, &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}, base+"/v1/sse?channel=default/tlsnews")
+	if _, ok := sse.next("subscribed", 10*time.Second); !ok {
+		t.Fatal("no subscribed event through the follower over TLS")
+	}
+	// A leader change right after the start answers 503 for a moment.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := hc.Post(base+"/v1/ns/default/queues/tq/jobs", "application/json", strings.NewReader(`{"id":"over-tls","payload":1}`))
+		if err != nil {
+			t.Fatalf("put through follower %d over https: %v", follower.id, err)
+		}
+		var body strings.Builder
+		buf := make([]byte, 4096)
+		n, _ := resp.Body.Read(buf)
+		body.Write(buf[:n])
+		resp.Body.Close()
+		if resp.StatusCode == 201 {
+			break
+		}
+		if resp.StatusCode != 503 || time.Now().After(deadline) {
+			t.Fatalf("put through follower %d over https: %d %s", follower.id, resp.StatusCode, body.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := hc.Get("https://" + other.http + "/v1/ns/default/queues/tq/jobs/over-tls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("read through node %d over https: %d", other.id, resp.StatusCode)
+	}
+	resp, err = hc.Post(base+"/v1/ns/default/channels/tlsnews/publish", "application/json", strings.NewReader(`{"data":"hello"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("publish through the follower: %d", resp.StatusCode)
+	}
+	ev, ok := sse.next("pub", 10*time.Second)
+	if !ok || jsonString(ev.data["data"]) != "hello" {
+		t.Fatalf("SSE through the follower over TLS: %v %v", ev, ok)
+	}
+
+	d := websocket.Dialer{TLSClientConfig: tlsCfg, HandshakeTimeout: 10 * time.Second}
+	ws, _, err := d.Dial("wss://"+follower.http+"/v1/ws", nil)
+	if err != nil {
+		t.Fatalf("wss through the follower: %v", err)
+	}
+	defer ws.Close()
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"connect":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := ws.ReadMessage()
+	var m map[string]json.RawMessage
+	if err != nil || json.Unmarshal(b, &m) != nil || m["result"] == nil {
+		t.Fatalf("connect over wss through the follower: %s %v", b, err)
+	}
+}
