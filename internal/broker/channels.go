@@ -25,6 +25,8 @@ import (
 type channels struct {
 	hub *pubsub.Hub
 	out []outPub // decided during this loop turn, delivered once durable
+	// member is a cluster member's side (cluster_channels.go).
+	member memberChannels
 }
 
 // outPub is a publication waiting for its batch to be durable.

@@ -111,6 +111,7 @@ func (b *Broker) openCluster() error {
 		Engine:    engine.Options{Entropy: co.Entropy},
 		Logger:    b.lg,
 		SendEarly: co.Transport.Send,
+		OnEntry:   b.onEntry,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -118,8 +119,7 @@ func (b *Broker) openCluster() error {
 	b.cl = &clusterState{node: node, inbox: make(chan raftpb.Message, 4096), tr: co.Transport, status: make(chan chan ClusterStatus), ctl: make(chan func())}
 	b.log = node.Log()
 	b.eng = node.Engine()
-	// Real-time channels are not replicated yet: the hub exists so the
-	// front ends can be built, and serves what this member publishes.
+	// The hub follows the log (cluster_channels.go).
 	b.chans.hub = pubsub.New(pubsub.Options{Clock: b.now})
 	return nil
 }
@@ -365,6 +365,10 @@ func (b *Broker) clusterLoop() {
 			cl.held = cl.held[:0]
 		}
 		b.eng = cl.node.Engine()
+		if cl.node.CanExec() == nil {
+			st, _, _ := cl.node.Status()
+			b.memberTakeOver(st.Term)
+		}
 		var served []*request
 		proposed := cl.node.Proposals()
 		p := cl.node.Exec(now, len(batch) > 0, func(e *engine.Engine, now time.Time) (any, error) {
@@ -372,6 +376,7 @@ func (b *Broker) clusterLoop() {
 				r.res, r.err = r.fn(now)
 			}
 			served = b.waiters.serve(b, now)
+			b.queueEvents(now)
 			return nil, nil
 		})
 		reqs := make([]*request, 0, len(batch)+len(served))
@@ -425,6 +430,7 @@ func (b *Broker) clusterProcess() {
 		b.eng = cl.node.Engine()
 		b.refreshTokens()
 	}
+	b.memberChannelsStep(st.Lead == st.ID && st.ID != 0)
 	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 {
 		// Parked long-polls end empty on a member that no longer leads:
 		// their clients ask again, and reach the new leader.
@@ -439,6 +445,7 @@ func (b *Broker) clusterProcess() {
 		}
 		if t.p.Err == nil {
 			b.deliver(t.pubs)
+			b.delivered(t.p.Index)
 			if !t.decided.IsZero() && b.opts.Cluster.OnCommit != nil {
 				b.opts.Cluster.OnCommit(time.Since(t.decided))
 			}

@@ -54,6 +54,11 @@ type Config struct {
 	// allows it: the leader counts itself towards a quorum only once its
 	// own write is durable). Followers' messages always wait for the sync.
 	SendEarly func([]raftpb.Message)
+	// OnEntry, when set, sees each committed entry the engine applies
+	// from the log (not the ones this leader decided itself), before it
+	// is applied: the broker hands durable channel publications to its
+	// hub there.
+	OnEntry func(index uint64, ent *engine.Entry)
 }
 
 // Node is one member: its log (the raft log), its raft.RawNode and its
@@ -631,6 +636,9 @@ func (n *Node) apply(e *raftpb.Entry) error {
 			return fmt.Errorf("committed entry %d has time %d, before the previous entry's %d", e.Index, ent.Time, n.lastTime)
 		}
 		applyHook(ent)
+		if n.cfg.OnEntry != nil {
+			n.cfg.OnEntry(e.Index, ent)
+		}
 		n.eng.Apply(ent)
 		n.lastTime = ent.Time
 	default:

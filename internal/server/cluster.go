@@ -99,6 +99,8 @@ type clusterPart struct {
 	proxes map[string]*httputil.ReverseProxy
 	// fwdTransport carries forwarded requests (forward.go); guarded by mu.
 	fwdTransport *http.Transport
+	stop         chan struct{} // closed by close: ends watchRealtime
+	stopOnce     sync.Once
 	metrics      *clusterCollector
 }
 
@@ -151,7 +153,7 @@ func newClusterPart(cfg Config, m *metrics.Metrics) (*clusterPart, *broker.Clust
 	if err := checkMember(cfg.DataDir, cc.NodeID, cc.Peers); err != nil {
 		return nil, nil, err
 	}
-	p := &clusterPart{cfg: cc, proxes: map[string]*httputil.ReverseProxy{}}
+	p := &clusterPart{cfg: cc, proxes: map[string]*httputil.ReverseProxy{}, stop: make(chan struct{})}
 	p.metrics = newClusterCollector(p)
 	if err := m.Register(p.metrics); err != nil {
 		return nil, nil, fmt.Errorf("cluster metrics: %w", err)
@@ -234,11 +236,13 @@ func (p *clusterPart) start(s *Server) error {
 		return err
 	}
 	p.tr.Store(tr)
+	go p.watchRealtime(s)
 	s.lg.Info("cluster member started", "node", p.cfg.NodeID, "peer_addr", tr.Addr().String(), "peers", len(p.cfg.Peers), "peer_tls", tcfg.TLS != nil)
 	return nil
 }
 
 func (p *clusterPart) close() {
+	p.stopOnce.Do(func() { close(p.stop) })
 	if tr := p.tr.Load(); tr != nil {
 		tr.Close()
 	}
@@ -263,6 +267,10 @@ func (p *clusterPart) forward(s *Server, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lead, self := s.b.ClusterLeader()
 		tr := p.tr.Load()
+		if isRealtime(r) && !s.b.ChannelsLive() && (self || lead == 0 || r.Header.Get(forwardedHeader) != "") {
+			refuseRealtime(w, lead, self)
+			return
+		}
 		if self || lead == 0 || tr == nil || r.Header.Get(forwardedHeader) != "" {
 			next.ServeHTTP(w, r)
 			return

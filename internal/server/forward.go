@@ -9,6 +9,10 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/broker"
+	"github.com/chronoq/chronoq/internal/cluster"
+	"github.com/chronoq/chronoq/internal/engine"
 )
 
 // advertisedHTTP is the base URL peers forward client requests to: https
@@ -100,4 +104,49 @@ func (p *clusterPart) leaderTLS(s *Server, host string) (*tls.Config, error) {
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return clientCert, nil }
 	}
 	return cfg, nil
+}
+
+// isRealtime is a WebSocket or SSE request: a long-lived session on one
+// member's hub.
+func isRealtime(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/v1/ws" || r.URL.Path == "/v1/sse")
+}
+
+// refuseRealtime answers a WebSocket or SSE request this member must not
+// serve itself: it knows no leader, leads but has not taken over its hub
+// yet, or was sent the request as the leader but no longer is. The
+// client retries (503, Retry-After) and reaches the leader.
+func refuseRealtime(w http.ResponseWriter, lead uint64, self bool) {
+	switch {
+	case self:
+		writeClusterError(w, http.StatusServiceUnavailable, string(engine.CodeUnavailable), "the new leader is catching up with the log; retry shortly")
+	case lead == 0:
+		writeClusterError(w, http.StatusServiceUnavailable, string(broker.CodeNoQuorum), "this node knows no leader: no quorum is reachable")
+	default:
+		writeClusterError(w, http.StatusServiceUnavailable, string(cluster.CodeNotLeader), fmt.Sprintf("this node is not the leader; the leader is node %d", lead))
+	}
+}
+
+// watchRealtime closes this member's WebSocket and SSE sessions (4006
+// leader_changed, reconnect) whenever its hub is not the leader's, or
+// changed hands since they connected: their clients reconnect through any
+// node to the leader and recover from their position.
+func (p *clusterPart) watchRealtime(s *Server) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	gen := s.b.ChannelsGeneration()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		cur := s.b.ChannelsGeneration()
+		if (cur != gen || !s.b.ChannelsLive()) && s.rt.Stats().Connections > 0 {
+			if n := s.rt.DisconnectLeaderChanged(); n > 0 {
+				s.lg.Info("cluster: closed real-time sessions: this node's hub is no longer the leader's", "sessions", n)
+			}
+		}
+		gen = cur
+	}
 }
