@@ -57,6 +57,10 @@ type clusterState struct {
 	held          []heldRequest // arrived while a new leader caught up
 	campaignAt    time.Time     // stand for election then, if still leaderless
 	campaigns     int           // attempts left after the leader's connection ended
+
+	// leaderLost is when the member last stopped knowing a leader (unix
+	// ns; read off the loop by the server's forwarding).
+	leaderLost atomic.Int64
 }
 
 // heldRequest waits for a new leader to catch up with the log (at most
@@ -425,6 +429,9 @@ func (b *Broker) clusterProcess() {
 		b.lg.Info("cluster: leader changed", "id", st.ID, "leader", st.Lead, "term", st.Term)
 		cl.lead.Store(st.Lead)
 		cl.leaderChanges++
+		if st.Lead == 0 {
+			cl.leaderLost.Store(time.Now().UnixNano())
+		}
 	}
 	if st.Applied != before.Applied || b.eng != cl.node.Engine() {
 		b.eng = cl.node.Engine()

@@ -150,3 +150,16 @@ func (b *Broker) ChannelsLive() bool {
 // ChannelsGeneration changes whenever a member takes over or steps down;
 // sessions opened under another generation are stale.
 func (b *Broker) ChannelsGeneration() uint64 { return b.chans.member.gen.Load() }
+
+// ClusterLeaderLost is when this member last stopped knowing a leader
+// (zero outside a cluster or if it never did): the server waits for an
+// election that started a moment ago instead of failing a request.
+func (b *Broker) ClusterLeaderLost() time.Time {
+	if b.cl == nil {
+		return time.Time{}
+	}
+	if ns := b.cl.leaderLost.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}

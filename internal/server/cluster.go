@@ -266,13 +266,16 @@ func (s *Server) PeerAddr() string {
 func (p *clusterPart) forward(s *Server, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lead, self := s.b.ClusterLeader()
+		if lead == 0 {
+			lead, self = p.awaitLeader(s, r)
+		}
 		tr := p.tr.Load()
 		if isRealtime(r) && !s.b.ChannelsLive() && (self || lead == 0 || r.Header.Get(forwardedHeader) != "") {
 			refuseRealtime(w, lead, self)
 			return
 		}
 		if self || lead == 0 || tr == nil || r.Header.Get(forwardedHeader) != "" {
-			next.ServeHTTP(w, r)
+			p.serveLocal(s, next, w, r, self || r.Header.Get(forwardedHeader) != "")
 			return
 		}
 		target := p.advertisedBy(lead).HTTP

@@ -1,13 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/broker"
@@ -148,5 +153,202 @@ func (p *clusterPart) watchRealtime(s *Server) {
 			}
 		}
 		gen = cur
+	}
+}
+
+// handOverWait bounds how long a request answered not_leader (or
+// no_quorum) by a member that led a moment ago waits for the new leader
+// before it is forwarded there; the broker holds a new leader's requests
+// for as long (holdCatchUp).
+const handOverWait = 3 * time.Second
+
+// handOverAttempts bounds the re-runs of one request.
+const handOverAttempts = 3
+
+// serveLocal runs a request on this member. One that ran as the leader's
+// (this member led, or a follower sent it here) and was refused because
+// leadership moved — 503 not_leader, or no_quorum in the middle of an
+// election — did not run, so it is run again where the leader now is:
+// forwarded once a new leader is known, or here if this member leads
+// again (docs/cluster.md "Hand-over"). A rolling restart or a
+// transfer-leader thus shows clients no error. Only the 503 answer is
+// held back; every other answer streams as it is written.
+func (p *clusterPart) serveLocal(s *Server, next http.Handler, w http.ResponseWriter, r *http.Request, asLeader bool) {
+	if !asLeader || isRealtime(r) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	deadline := time.Now().Add(handOverWait)
+	var body *teeBody
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &teeBody{r: r.Body, max: 2*s.cfg.MaxPayload + 1<<20}
+		r.Body = body
+	}
+	for attempt := 1; ; attempt++ {
+		rw := &holdWriter{ResponseWriter: w}
+		next.ServeHTTP(rw, r)
+		if !rw.held {
+			return
+		}
+		code := errorCode(rw.buf.Bytes())
+		retry := (code == string(cluster.CodeNotLeader) || code == string(broker.CodeNoQuorum)) &&
+			attempt < handOverAttempts && (body == nil || !body.over) && r.Context().Err() == nil
+		var lead uint64
+		var self bool
+		for retry {
+			lead, self = s.b.ClusterLeader()
+			if lead != 0 && (!self || attempt > 1 || time.Since(deadline.Add(-handOverWait)) > 50*time.Millisecond) {
+				break
+			}
+			if time.Now().After(deadline) {
+				retry = false
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !retry {
+			rw.release()
+			return
+		}
+		clear(w.Header())
+		if body != nil {
+			r.Body = body.replay()
+		}
+		if !self {
+			target := p.advertisedBy(lead).HTTP
+			if target == "" {
+				rw.release()
+				return
+			}
+			s.lg.Debug("cluster: request refused during a leader change; forwarding it to the new leader", "leader", lead, "path", r.URL.Path)
+			r.Header.Set(forwardedHeader, strconv.FormatUint(p.cfg.NodeID, 10))
+			p.proxy(s, target).ServeHTTP(w, r)
+			return
+		}
+	}
+}
+
+// errorCode is the code of a JSON error body: the native API's
+// {"error":{"code":...}}, or lmstfy's {"error":"service unavailable:
+// <message>"}, whose message is the broker's (internal/broker/cluster.go,
+// internal/cluster/node.go).
+func errorCode(b []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil {
+		return ""
+	}
+	var native struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(e.Error, &native) == nil {
+		return native.Code
+	}
+	var msg string
+	json.Unmarshal(e.Error, &msg)
+	switch {
+	case strings.Contains(msg, "this node is not the leader"):
+		return string(cluster.CodeNotLeader)
+	case strings.Contains(msg, "no leader is known"), strings.Contains(msg, "this node knows no leader"):
+		return string(broker.CodeNoQuorum)
+	}
+	return ""
+}
+
+// holdWriter passes a response through, except a 503, which it keeps
+// (status and body) until release.
+type holdWriter struct {
+	http.ResponseWriter
+	wrote bool // status passed through
+	held  bool // a 503 is kept in buf
+	buf   bytes.Buffer
+}
+
+func (w *holdWriter) WriteHeader(code int) {
+	if w.wrote || w.held {
+		return
+	}
+	if code == http.StatusServiceUnavailable {
+		w.held = true
+		return
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *holdWriter) Write(b []byte) (int, error) {
+	if !w.wrote && !w.held {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.held {
+		return w.buf.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *holdWriter) Flush() {
+	if w.held {
+		return
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *holdWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// release writes the kept 503.
+func (w *holdWriter) release() {
+	w.ResponseWriter.WriteHeader(http.StatusServiceUnavailable)
+	w.ResponseWriter.Write(w.buf.Bytes())
+}
+
+// teeBody keeps a copy of what the handler reads of a request body (up to
+// max bytes), so the request can be sent again.
+type teeBody struct {
+	r    io.ReadCloser
+	buf  bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (t *teeBody) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if !t.over {
+		if int64(t.buf.Len()+n) > t.max {
+			t.over = true
+			t.buf = bytes.Buffer{}
+		} else {
+			t.buf.Write(p[:n])
+		}
+	}
+	return n, err
+}
+
+func (t *teeBody) Close() error { return t.r.Close() }
+
+// replay is the body again: what was read, then what was not.
+func (t *teeBody) replay() io.ReadCloser {
+	return &teeBody{r: io.NopCloser(io.MultiReader(bytes.NewReader(t.buf.Bytes()), t.r)), max: t.max}
+}
+
+// electionWait is how long after losing its leader a member waits for the
+// next one before answering no_quorum: an election after a hand-over or
+// a crash takes a few round trips. A member that has known no leader for
+// longer (a minority partition) answers at once.
+const electionWait = time.Second
+
+// awaitLeader waits, while an election that began less than electionWait
+// ago is under way, for a leader to be known.
+func (p *clusterPart) awaitLeader(s *Server, r *http.Request) (lead uint64, self bool) {
+	until := s.b.ClusterLeaderLost().Add(electionWait)
+	for {
+		lead, self = s.b.ClusterLeader()
+		if lead != 0 || !time.Now().Before(until) || r.Context().Err() != nil {
+			return lead, self
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -372,3 +372,83 @@ func (c *clusterT) setLive(n *node, up bool) {
 	n.down = !up
 	liveMu.Unlock()
 }
+
+// TestTransferLeaderUnderLoad: clients putting, taking and acking through
+// every node see no error while leadership moves around (as in a rolling
+// restart: SIGTERM hands leadership over the same way).
+func TestTransferLeaderUnderLoad(t *testing.T) {
+	c := startCluster(t)
+	c.leader(15 * time.Second)
+	c.settled(10 * time.Second)
+	var (
+		mu     sync.Mutex
+		errs   []string
+		ok     atomic.Int64
+		seq    atomic.Int64
+		dropped atomic.Int64
+	)
+	fail := func(what string, code int, body []byte, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) < 20 {
+			errs = append(errs, fmt.Sprintf("%s: %d %s %v", what, code, bytes.TrimSpace(body), err))
+		} else {
+			dropped.Add(1)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				n := c.nodes[(w+i)%3]
+				id := fmt.Sprintf("h%d-%d", w, seq.Add(1))
+				code, body, err := post(n.http, "/v1/ns/default/queues/hq/jobs", map[string]any{"id": id, "payload": 1})
+				if err != nil || code != 201 {
+					fail("put "+id+" via node "+strconv.FormatUint(n.id, 10), code, body, err)
+					continue
+				}
+				code, body, err = post(n.http, "/v1/ns/default/queues/hq/take", map[string]any{"max": 1, "ttr": "60s"})
+				if err != nil || code != 200 {
+					fail("take via node "+strconv.FormatUint(n.id, 10), code, body, err)
+					continue
+				}
+				var res struct {
+					Jobs []struct{ ID, Receipt string } `json:"jobs"`
+				}
+				json.Unmarshal(body, &res)
+				for _, j := range res.Jobs {
+					code, body, err := post(n.http, "/v1/ns/default/queues/hq/jobs/"+j.ID+"/ack", map[string]any{"receipt": j.Receipt})
+					if err != nil || code != 200 {
+						fail("ack "+j.ID+" via node "+strconv.FormatUint(n.id, 10), code, body, err)
+					}
+				}
+				ok.Add(1)
+			}
+		}(w)
+	}
+	transfers := envInt("CHRONOQ_CLUSTER_TRANSFERS", 6)
+	for k := 0; k < transfers; k++ {
+		time.Sleep(400 * time.Millisecond)
+		lead := c.settled(10 * time.Second)
+		to := c.nodes[int(lead.id)%3]
+		if code, body, err := post(lead.admin, "/cluster/transfer-leader", map[string]any{"to": to.id}); err != nil || code != 200 {
+			cancel()
+			wg.Wait()
+			t.Fatalf("transfer %d to node %d: %d %s %v", k+1, to.id, code, body, err)
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if ok.Load() == 0 {
+		t.Fatal("no load ran")
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d client errors during %d leadership transfers (%d put→take→ack rounds succeeded); first ones:\n%s",
+			int64(len(errs))+dropped.Load(), transfers, ok.Load(), strings.Join(errs, "\n"))
+	}
+	t.Logf("%d transfers under load: %d put→take→ack rounds, no client error", transfers, ok.Load())
+}

@@ -43,7 +43,13 @@ func TestWebSocketConsumerThroughFollower(t *testing.T) {
 	for {
 		conn, resp, err := websocket.DefaultDialer.Dial("ws://"+follower.http+"/v1/ws", nil)
 		if err != nil {
-			t.Fatalf("dial the follower's /v1/ws: %v (%v)", err, resp)
+			// 503 (Retry-After) until the follower knows a leader that
+			// has caught up with the log.
+			if resp == nil || resp.StatusCode != 503 || time.Now().After(deadline) {
+				t.Fatalf("dial the follower's /v1/ws: %v (%v)", err, resp)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		ws = conn
 		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
