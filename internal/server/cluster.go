@@ -284,7 +284,7 @@ func (p *clusterPart) forward(s *Server, next http.Handler) http.Handler {
 			return
 		}
 		r.Header.Set(forwardedHeader, strconv.FormatUint(p.cfg.NodeID, 10))
-		p.proxy(s, target).ServeHTTP(w, r)
+		p.forwardOnce(s, next, w, r, lead, target)
 	})
 }
 
@@ -305,6 +305,9 @@ func (p *clusterPart) proxy(s *Server, target string) *httputil.ReverseProxy {
 	rp.Transport = p.fwdTransport
 	rp.FlushInterval = -1 // SSE and long-polls stream through
 	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if deferDialError(r, err) {
+			return // forwardOnce tries the next leader
+		}
 		s.lg.Warn("cluster: forwarding to the leader failed", "leader", target, "path", r.URL.Path, "err", err)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "1")

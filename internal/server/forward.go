@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -352,3 +353,74 @@ func (p *clusterPart) awaitLeader(s *Server, r *http.Request) (lead uint64, self
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// dialFailure carries, through a forwarded request's context, a failure
+// to connect to the leader: nothing was sent, so the request can go to
+// the next leader.
+type dialFailure struct{ err error }
+
+type dialFailureKey struct{}
+
+// deferDialError keeps a connection failure for forwardOnce instead of
+// answering it, when forwardOnce asked for that.
+func deferDialError(r *http.Request, err error) bool {
+	f, _ := r.Context().Value(dialFailureKey{}).(*dialFailure)
+	var op *net.OpError
+	if f == nil || !errors.As(err, &op) || op.Op != "dial" {
+		return false
+	}
+	f.err = err
+	return true
+}
+
+// forwardOnce forwards r to the leader lead at target. If that member
+// cannot be reached — it stopped a moment after handing leadership over,
+// before this member heard of the new leader — the request, which was
+// never sent, goes to the next leader known within handOverWait (or runs
+// here if this member now leads).
+func (p *clusterPart) forwardOnce(s *Server, next http.Handler, w http.ResponseWriter, r *http.Request, lead uint64, target string) {
+	f := &dialFailure{}
+	p.proxy(s, target).ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), dialFailureKey{}, f)))
+	if f.err == nil {
+		return
+	}
+	deadline := time.Now().Add(handOverWait)
+	for time.Now().Before(deadline) && r.Context().Err() == nil {
+		cur, self := s.b.ClusterLeader()
+		if self {
+			p.serveLocal(s, next, w, r, true)
+			return
+		}
+		if cur != 0 && cur != lead {
+			if t := p.advertisedBy(cur).HTTP; t != "" {
+				s.lg.Debug("cluster: the former leader is gone; forwarding to the new one", "from", lead, "to", cur, "path", r.URL.Path)
+				p.proxy(s, t).ServeHTTP(w, r)
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.lg.Warn("cluster: forwarding to the leader failed", "leader", target, "path", r.URL.Path, "err", f.err)
+	writeClusterError(w, http.StatusServiceUnavailable, string(broker.CodeNoQuorum), fmt.Sprintf("the leader at %s did not answer", target))
+}
+
+// handOver runs first in a member's Shutdown: a leader hands leadership
+// over, then keeps forwarding for a moment, so that the followers that
+// still name it (they hear of the new leader within a round trip) reach
+// the new leader through it rather than a closed port.
+func (p *clusterPart) handOver(ctx context.Context, s *Server) {
+	_, led := s.b.ClusterLeader()
+	s.b.TransferLeadership(ctx)
+	if lead, self := s.b.ClusterLeader(); led && !self && lead != 0 {
+		t := time.NewTimer(handOverGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// handOverGrace is how long a former leader keeps forwarding before it
+// closes its listeners.
+const handOverGrace = 300 * time.Millisecond

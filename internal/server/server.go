@@ -568,7 +568,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			// A leader hands over first, while it still serves and
 			// forwards (docs/cluster.md).
 			tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			s.b.TransferLeadership(tctx)
+			s.cl.handOver(tctx, s)
 			cancel()
 		}
 		close(s.stopping)

@@ -373,46 +373,53 @@ func (c *clusterT) setLive(n *node, up bool) {
 	liveMu.Unlock()
 }
 
-// TestTransferLeaderUnderLoad: clients putting, taking and acking through
-// every node see no error while leadership moves around (as in a rolling
-// restart: SIGTERM hands leadership over the same way).
-func TestTransferLeaderUnderLoad(t *testing.T) {
-	c := startCluster(t)
-	c.leader(15 * time.Second)
-	c.settled(10 * time.Second)
-	var (
-		mu     sync.Mutex
-		errs   []string
-		ok     atomic.Int64
-		seq    atomic.Int64
-		dropped atomic.Int64
-	)
+// loadT runs clients that put, take and ack through every node, and
+// records every error they see.
+type loadT struct {
+	mu      sync.Mutex
+	errs    []string
+	dropped int
+	ok      atomic.Int64
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// startLoad starts six clients; each round puts a job through one node,
+// takes one and acks it, moving to the next node every round. Nodes in
+// skip (set while one is restarting) are not used.
+func startLoad(c *clusterT, skip func(n *node) bool) *loadT {
+	l := &loadT{}
+	var seq atomic.Int64
 	fail := func(what string, code int, body []byte, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(errs) < 20 {
-			errs = append(errs, fmt.Sprintf("%s: %d %s %v", what, code, bytes.TrimSpace(body), err))
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.errs) < 20 {
+			l.errs = append(l.errs, fmt.Sprintf("%s: %d %s %v", what, code, bytes.TrimSpace(body), err))
 		} else {
-			dropped.Add(1)
+			l.dropped++
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	l.cancel = cancel
 	for w := 0; w < 6; w++ {
-		wg.Add(1)
+		l.wg.Add(1)
 		go func(w int) {
-			defer wg.Done()
+			defer l.wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
 				n := c.nodes[(w+i)%3]
+				if skip != nil && skip(n) {
+					continue
+				}
+				via := " via node " + strconv.FormatUint(n.id, 10)
 				id := fmt.Sprintf("h%d-%d", w, seq.Add(1))
 				code, body, err := post(n.http, "/v1/ns/default/queues/hq/jobs", map[string]any{"id": id, "payload": 1})
 				if err != nil || code != 201 {
-					fail("put "+id+" via node "+strconv.FormatUint(n.id, 10), code, body, err)
+					fail("put "+id+via, code, body, err)
 					continue
 				}
 				code, body, err = post(n.http, "/v1/ns/default/queues/hq/take", map[string]any{"max": 1, "ttr": "60s"})
 				if err != nil || code != 200 {
-					fail("take via node "+strconv.FormatUint(n.id, 10), code, body, err)
+					fail("take"+via, code, body, err)
 					continue
 				}
 				var res struct {
@@ -422,33 +429,83 @@ func TestTransferLeaderUnderLoad(t *testing.T) {
 				for _, j := range res.Jobs {
 					code, body, err := post(n.http, "/v1/ns/default/queues/hq/jobs/"+j.ID+"/ack", map[string]any{"receipt": j.Receipt})
 					if err != nil || code != 200 {
-						fail("ack "+j.ID+" via node "+strconv.FormatUint(n.id, 10), code, body, err)
+						fail("ack "+j.ID+via, code, body, err)
 					}
 				}
-				ok.Add(1)
+				l.ok.Add(1)
 			}
 		}(w)
 	}
+	return l
+}
+
+// stop ends the load and fails the test if any client saw an error.
+func (l *loadT) stop(t *testing.T, what string) {
+	t.Helper()
+	l.cancel()
+	l.wg.Wait()
+	if l.ok.Load() == 0 {
+		t.Fatal("no load ran")
+	}
+	if len(l.errs) > 0 {
+		t.Fatalf("%d client errors during %s (%d put→take→ack rounds succeeded); first ones:\n%s",
+			len(l.errs)+l.dropped, what, l.ok.Load(), strings.Join(l.errs, "\n"))
+	}
+	t.Logf("%s: %d put→take→ack rounds, no client error", what, l.ok.Load())
+}
+
+// TestTransferLeaderUnderLoad: clients putting, taking and acking through
+// every node see no error while leadership moves around
+// (CHRONOQ_CLUSTER_TRANSFERS times, default 6).
+func TestTransferLeaderUnderLoad(t *testing.T) {
+	c := startCluster(t)
+	c.leader(15 * time.Second)
+	c.settled(10 * time.Second)
+	l := startLoad(c, nil)
 	transfers := envInt("CHRONOQ_CLUSTER_TRANSFERS", 6)
 	for k := 0; k < transfers; k++ {
 		time.Sleep(400 * time.Millisecond)
 		lead := c.settled(10 * time.Second)
 		to := c.nodes[int(lead.id)%3]
 		if code, body, err := post(lead.admin, "/cluster/transfer-leader", map[string]any{"to": to.id}); err != nil || code != 200 {
-			cancel()
-			wg.Wait()
+			l.cancel()
+			l.wg.Wait()
 			t.Fatalf("transfer %d to node %d: %d %s %v", k+1, to.id, code, body, err)
 		}
 	}
 	time.Sleep(400 * time.Millisecond)
-	cancel()
-	wg.Wait()
-	if ok.Load() == 0 {
-		t.Fatal("no load ran")
+	l.stop(t, fmt.Sprintf("%d leadership transfers", transfers))
+}
+
+// TestRollingRestartUnderLoad: the leader is stopped with SIGTERM and
+// started again, three times, while clients work through the other
+// nodes: SIGTERM hands leadership over first, so they see no error.
+func TestRollingRestartUnderLoad(t *testing.T) {
+	c := startCluster(t)
+	c.leader(15 * time.Second)
+	c.settled(10 * time.Second)
+	var restarting atomic.Uint64
+	l := startLoad(c, func(n *node) bool { return restarting.Load() == n.id })
+	for k := 0; k < 3; k++ {
+		time.Sleep(400 * time.Millisecond)
+		lead := c.settled(10 * time.Second)
+		// A client stops using a node it is told is going away (a load
+		// balancer draining it).
+		restarting.Store(lead.id)
+		time.Sleep(50 * time.Millisecond)
+		lead.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-lead.done:
+		case <-time.After(15 * time.Second):
+			l.cancel()
+			l.wg.Wait()
+			t.Fatalf("node %d did not stop on SIGTERM", lead.id)
+		}
+		lead.cmd = nil
+		c.start(lead)
+		c.settled(10 * time.Second)
+		restarting.Store(0)
 	}
-	if len(errs) > 0 {
-		t.Fatalf("%d client errors during %d leadership transfers (%d put→take→ack rounds succeeded); first ones:\n%s",
-			int64(len(errs))+dropped.Load(), transfers, ok.Load(), strings.Join(errs, "\n"))
-	}
-	t.Logf("%d transfers under load: %d put→take→ack rounds, no client error", transfers, ok.Load())
+	time.Sleep(400 * time.Millisecond)
+	l.stop(t, "3 rolling restarts of the leader")
 }
