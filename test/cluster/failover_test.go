@@ -171,7 +171,8 @@ func envInt(name string, def int) int {
 // with SIGKILL, CHRONOQ_CLUSTER_KILLS times (default 3). Every acknowledged
 // put must be present at the end unless acknowledged as acked, no
 // acknowledged ack may come back, and writes must succeed again within 5 s
-// of each kill.
+// of each kill. Meanwhile keyed producers and consumers check per-key FIFO
+// order (startKeyedLoad).
 func TestKillLeaderUnderLoad(t *testing.T) {
 	kills := envInt("CHRONOQ_CLUSTER_KILLS", 3)
 	c := startCluster(t)
@@ -270,6 +271,8 @@ func TestKillLeaderUnderLoad(t *testing.T) {
 		}(w)
 	}
 
+	fifo := startKeyedLoad(ctx, &wg, pick)
+
 	for k := 0; k < kills; k++ {
 		time.Sleep(700 * time.Millisecond)
 		lead := c.leader(10 * time.Second)
@@ -346,6 +349,7 @@ func TestKillLeaderUnderLoad(t *testing.T) {
 			}
 		}
 	}
+	fifo.check(t)
 	slices.Sort(failovers)
 	p50 := failovers[len(failovers)/2]
 	p99 := failovers[min(len(failovers)-1, len(failovers)*99/100)]
@@ -508,4 +512,141 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond)
 	l.stop(t, "3 rolling restarts of the leader")
+}
+
+// keyedLoad puts jobs of a few keys, each key's jobs one after the other
+// with increasing sequence numbers, and takes and acks them, recording
+// the order in which each job is first delivered.
+type keyedLoad struct {
+	mu        sync.Mutex
+	delivered map[int][]int // key → sequence numbers in first-delivery order
+	seen      map[string]bool
+	acked     map[int]int // key → highest sequence number whose put was acknowledged
+}
+
+const fifoKeys = 4
+
+// startKeyedLoad starts one producer per key and two consumers on queue
+// kq (key_mode strict, the default: a key's next job is ready only once
+// the one before it is acked). A put is retried with the same id and
+// idempotency key until it is acknowledged, so each key's jobs enter the
+// queue in sequence order; an ack is retried with its receipt for up to
+// 5 s, so a lost answer does not hold the key for the TTR.
+func startKeyedLoad(ctx context.Context, wg *sync.WaitGroup, pick func(int) *node) *keyedLoad {
+	l := &keyedLoad{delivered: map[int][]int{}, seen: map[string]bool{}, acked: map[int]int{}}
+	for k := 0; k < fifoKeys; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			for seq, i := 1, 0; ctx.Err() == nil; i++ {
+				n := pick(k + i)
+				if n == nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				id := fmt.Sprintf("k%d-%d", k, seq)
+				code, _, err := post(n.http, "/v1/ns/default/queues/kq/jobs", map[string]any{"id": id, "idempotency_key": id,
+					"key": fmt.Sprintf("key-%d", k), "payload": map[string]int{"key": k, "seq": seq}})
+				if err != nil || code != 201 && code != 200 {
+					time.Sleep(20 * time.Millisecond)
+					continue // the same id again
+				}
+				l.mu.Lock()
+				l.acked[k] = seq
+				l.mu.Unlock()
+				seq++
+				time.Sleep(5 * time.Millisecond)
+			}
+		}(k)
+	}
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				n := pick(w + i)
+				if n == nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				code, body, err := post(n.http, "/v1/ns/default/queues/kq/take", map[string]any{"max": fifoKeys, "ttr": "60s"})
+				if err != nil || code != 200 {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				var res struct {
+					Jobs []struct {
+						ID, Receipt string
+						Payload     struct{ Key, Seq int }
+					} `json:"jobs"`
+				}
+				json.Unmarshal(body, &res)
+				l.mu.Lock()
+				for _, j := range res.Jobs {
+					if !l.seen[j.ID] {
+						l.seen[j.ID] = true
+						l.delivered[j.Payload.Key] = append(l.delivered[j.Payload.Key], j.Payload.Seq)
+					}
+				}
+				l.mu.Unlock()
+				for _, j := range res.Jobs {
+					for try, until := 0, time.Now().Add(5*time.Second); time.Now().Before(until); try++ {
+						n := pick(w + i + try)
+						if n == nil {
+							break
+						}
+						code, _, err := post(n.http, "/v1/ns/default/queues/kq/jobs/"+j.ID+"/ack", map[string]any{"receipt": j.Receipt})
+						if err == nil && (code == 200 || code == 404) {
+							break
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+			}
+		}(w)
+	}
+	return l
+}
+
+// check fails the test unless every key's jobs were first delivered in
+// sequence order with none skipped: 1, 2, 3, ...
+func (l *keyedLoad) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := fifoViolation(l.delivered); err != nil {
+		t.Error(err)
+	}
+	total := 0
+	for _, got := range l.delivered {
+		total += len(got)
+	}
+	if total == 0 {
+		t.Error("no keyed job was delivered")
+	}
+	t.Logf("per-key FIFO: %d keyed jobs delivered in order over %d keys (puts acknowledged per key: %v)", total, fifoKeys, l.acked)
+}
+
+func fifoViolation(delivered map[int][]int) error {
+	for k, got := range delivered {
+		for i, seq := range got {
+			if seq != i+1 {
+				return fmt.Errorf("key %d: jobs first delivered in the order %v: per-key FIFO broken at position %d (seq %d)", k, got, i+1, seq)
+			}
+		}
+	}
+	return nil
+}
+
+// The FIFO check catches a job delivered ahead of an older one of its
+// key, and one skipped.
+func TestFIFOViolation(t *testing.T) {
+	if err := fifoViolation(map[int][]int{0: {1, 2, 3}, 1: {1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]int{{1, 3, 2}, {2}, {1, 2, 4}} {
+		if fifoViolation(map[int][]int{0: {1, 2}, 1: bad}) == nil {
+			t.Errorf("%v passed", bad)
+		}
+	}
 }
