@@ -107,6 +107,10 @@ func (b *Broker) openCluster() error {
 	if co.Transport == nil {
 		return errors.New("broker: a cluster member needs a transport")
 	}
+	// A payload read that fails its checksum dead-letters the jobs that
+	// own the bytes through the log, as on a single node (docs/cluster.md,
+	// "Damaged payloads").
+	b.opts.WAL.OnDamage = b.onDamage
 	node, err := cluster.Open(cluster.Config{
 		ID:        co.ID,
 		Peers:     co.Peers,

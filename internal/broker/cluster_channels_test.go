@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,4 +179,52 @@ func TestClusterJobNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(net.leader(t, first), "second")
+}
+
+// A payload that fails its checksum on the leader is refused and its job
+// dead-lettered through the log: every member then holds the job dead,
+// with the damaged file named, and a new leader serves it so.
+func TestClusterDamagedPayloadDeadLettered(t *testing.T) {
+	net := openMembers(t)
+	ctx := context.Background()
+	lead := net.leader(t, 0)
+	var ids []string
+	for i := 0; i < 5; i++ {
+		r, err := lead.Put(ctx, "default", "q", engine.PutRequest{Payload: []byte(`{"pad":"` + strings.Repeat("x", 300) + `"}`), PayloadJSON: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	victim, err := lead.Peek(ctx, "default", "q", ids[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := flipPayloadByte(t, lead.opts.Dir, victim.Payload)
+	if _, err := lead.Peek(ctx, "default", "q", ids[2]); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("peek of a damaged payload on the leader: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j, err := lead.Peek(ctx, "default", "q", ids[2])
+		if err == nil && j.State == engine.StateDead && strings.Contains(j.LastError, path) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not dead-lettered on the leader: %v %v %q", j.State, err, j.LastError)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first := memberID(lead)
+	if err := lead.TransferLeadershipTo(ctx, first%3+1); err != nil {
+		t.Fatal(err)
+	}
+	next := net.leader(t, first)
+	j, err := next.Peek(ctx, "default", "q", ids[2])
+	if err != nil || j.State != engine.StateDead || !strings.Contains(j.LastError, path) {
+		t.Fatalf("member %d, the next leader: %v %v %q, want dead naming %s", memberID(next), j.State, err, j.LastError, path)
+	}
+	if j, err := next.Peek(ctx, "default", "q", ids[3]); err != nil || j.State != engine.StateReady {
+		t.Fatalf("an intact job on the next leader: %v %v", j.State, err)
+	}
 }
