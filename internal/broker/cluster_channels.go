@@ -17,7 +17,7 @@ import (
 // entries commit; when a member takes over, its memory-only channels take
 // new epochs (it never heard what the previous leader published on them),
 // and the real-time sessions it served are closed when it stops leading
-// (the server watches Channels generation and ChannelsLive).
+// (the server watches ChannelsGeneration and ChannelsLive).
 
 // memberChannels is the hub's side of a member. Loop-owned except the
 // atomics.
@@ -30,7 +30,7 @@ type memberChannels struct {
 	eventEng  *engine.Engine // the engine whose job events this leader publishes
 	term      uint64         // the term in which this member took over its hub
 	live      atomic.Bool    // the hub is the leader's: taken over, not stepped down
-	gen       atomic.Uint64  // counts take-overs and step-downs
+	gen       atomic.Uint64  // counts step-downs
 }
 
 // onEntry sees a committed entry the member applies from the log. A
@@ -97,6 +97,11 @@ func (b *Broker) memberChannelsStep(self bool) {
 func (b *Broker) memberTakeOver(term uint64) {
 	m := &b.chans.member
 	if m.term != term {
+		if m.live.Load() {
+			// Leadership ended and came back between two looks: the
+			// sessions of the earlier term are stale all the same.
+			m.gen.Add(1)
+		}
 		b.configureHub(b.eng)
 		b.syncHub(b.eng)
 		if n := b.chans.hub.RenewMemoryEpochs(); n > 0 {
@@ -104,7 +109,6 @@ func (b *Broker) memberTakeOver(term uint64) {
 		}
 		m.term, m.hubEng = term, b.eng
 		m.live.Store(true)
-		m.gen.Add(1)
 	}
 	if m.eventEng != b.eng {
 		b.eng.SetEvents(true)
@@ -147,8 +151,9 @@ func (b *Broker) ChannelsLive() bool {
 	return b.cl == nil || b.chans.member.live.Load()
 }
 
-// ChannelsGeneration changes whenever a member takes over or steps down;
-// sessions opened under another generation are stale.
+// ChannelsGeneration changes whenever a member steps down: sessions
+// opened before are stale, even if it leads again by the time the server
+// looks. (No session opens before a take-over: ChannelsLive is false.)
 func (b *Broker) ChannelsGeneration() uint64 { return b.chans.member.gen.Load() }
 
 // ClusterLeaderLost is when this member last stopped knowing a leader

@@ -134,8 +134,8 @@ func refuseRealtime(w http.ResponseWriter, lead uint64, self bool) {
 }
 
 // watchRealtime closes this member's WebSocket and SSE sessions (4006
-// leader_changed, reconnect) whenever its hub is not the leader's, or
-// changed hands since they connected: their clients reconnect through any
+// leader_changed, reconnect) whenever its hub is not the leader's, or it
+// stepped down since they connected: their clients reconnect through any
 // node to the leader and recover from their position.
 func (p *clusterPart) watchRealtime(s *Server) {
 	t := time.NewTicker(50 * time.Millisecond)

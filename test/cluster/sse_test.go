@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ type sseEvent struct {
 
 // sseStream reads the events of one /v1/sse request.
 type sseStream struct {
+	last   sseEvent // the last event next skipped
 	events chan sseEvent
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -91,6 +93,7 @@ func (s *sseStream) next(name string, d time.Duration) (sseEvent, bool) {
 			if ev.name == name {
 				return ev, true
 			}
+			s.last = ev
 		case <-timer.C:
 			return sseEvent{}, false
 		}
@@ -149,4 +152,95 @@ func (c *clusterT) settled(within time.Duration) *node {
 	}
 	c.t.Fatalf("the nodes did not agree on a leader within %s", within)
 	return nil
+}
+
+func put(addr, path string, body any) (int, []byte, error) {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("PUT", "http://"+addr+path, strings.NewReader(string(b)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var buf strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		buf.WriteString(sc.Text())
+	}
+	return resp.StatusCode, []byte(buf.String()), nil
+}
+
+// TestSSEDurableChannelAcrossKill: an SSE subscriber of a durable channel
+// through a follower; the leader is killed with SIGKILL and more is
+// published on the new leader; the subscriber reconnects with its last
+// event id and recovers exactly what it missed, in the same epoch.
+func TestSSEDurableChannelAcrossKill(t *testing.T) {
+	c := startCluster(t)
+	c.leader(15 * time.Second)
+	lead := c.settled(10 * time.Second)
+	if code, body, err := put(lead.admin, "/admin/namespaces/web", map[string]any{"channel_history": map[string]any{"durable": true, "size": 100}}); err != nil || code != 200 && code != 201 {
+		t.Fatalf("make namespace web durable: %d %s %v", code, body, err)
+	}
+	follower := c.nodes[int(lead.id)%3]
+	other := c.nodes[(int(lead.id)+1)%3]
+	sse := openSSE(t, &http.Client{}, "http://"+follower.http+"/v1/sse?channel=web/news")
+	sub, ok := sse.next("subscribed", 10*time.Second)
+	if !ok {
+		t.Fatal("no subscribed event")
+	}
+	epoch := jsonString(sub.data["epoch"])
+	var lastID string
+	for i := 1; i <= 3; i++ {
+		if code, body, err := post(follower.http, "/v1/ns/web/channels/news/publish", map[string]any{"data": i}); err != nil || code != 200 {
+			t.Fatalf("publish %d: %d %s %v", i, code, body, err)
+		}
+		ev, ok := sse.next("pub", 10*time.Second)
+		if !ok {
+			t.Fatalf("publication %d not received (last event %+v)", i, sse.last)
+		}
+		lastID = ev.id
+	}
+	sse.close()
+	c.setLive(lead, false)
+	c.kill(lead)
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 4; i <= 5; {
+		code, _, err := post(other.http, "/v1/ns/web/channels/news/publish", map[string]any{"data": i})
+		if err == nil && code == 200 {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("publish %d after the kill: %d %v", i, code, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var again *sseStream
+	for {
+		req, _ := http.NewRequest("GET", "http://"+follower.http+"/v1/sse?channel=web/news", nil)
+		req.Header.Set("Last-Event-ID", lastID)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SSE through the follower after the kill: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	again = openSSE(t, &http.Client{}, "http://"+follower.http+"/v1/sse?channel=web/news&last_event_id="+lastID)
+	sub, ok = again.next("subscribed", 10*time.Second)
+	if !ok || string(sub.data["recovered"]) != "true" || jsonString(sub.data["epoch"]) != epoch {
+		t.Fatalf("resubscribe after the kill: %+v (epoch before %s)", sub.data, epoch)
+	}
+	for want := 4; want <= 5; want++ {
+		ev, ok := again.next("pub", 10*time.Second)
+		if !ok || string(ev.data["data"]) != strconv.Itoa(want) || jsonString(ev.data["epoch"]) != epoch {
+			t.Fatalf("recovered publication %d: %+v %v", want, ev.data, ok)
+		}
+	}
 }
