@@ -183,6 +183,9 @@ func (p *clusterPart) serveLocal(s *Server, next http.Handler, w http.ResponseWr
 	var body *teeBody
 	if r.Body != nil && r.Body != http.NoBody {
 		body = &teeBody{r: r.Body, max: 2*s.cfg.MaxPayload + 1<<20}
+		if n := r.ContentLength; n > 0 && n <= body.max {
+			body.buf.Grow(int(n)) // one allocation for the copy
+		}
 		r.Body = body
 	}
 	for attempt := 1; ; attempt++ {
