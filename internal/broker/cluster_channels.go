@@ -75,11 +75,15 @@ func (b *Broker) memberChannelsStep(self bool) {
 		b.syncHub(eng)
 		m.resync, m.hubEng = false, eng
 	}
-	if len(m.pending) > 0 {
-		b.deliver(m.pending)
-		clear(m.pending)
-		m.pending = m.pending[:0]
+	// Not counted as publications: the leader that made them counted
+	// them.
+	for _, p := range m.pending {
+		if _, err := b.chans.hub.PublishAt(p.ns, p.ch, p.epoch, p.offset, p.at, p.data); err != nil {
+			b.lg.Warn("cluster: replicated publication not delivered", "channel", p.ns+"/"+p.ch, "err", err)
+		}
 	}
+	clear(m.pending)
+	m.pending = m.pending[:0]
 	if !self && m.live.Load() {
 		if m.eventEng == eng {
 			eng.SetEvents(false)
