@@ -70,7 +70,7 @@ type queue struct {
 	pausedUntil int64 // a timed pause (beanstalkd pause-tube) ends by itself
 	created     int64
 	counts      Counts
-	ready       slotHeap // byServing
+	ready       readySet
 	dead        slotHeap // bySeq
 	chains      map[uint32]*chain
 	stats       QueueStats
@@ -134,6 +134,9 @@ type Engine struct {
 	reserveLimit int
 	maxJobs      uint64 // 0: no limit (SetMaxJobs)
 	chans        map[chanKey]*durableChan
+	// visited counts the jobs read by queue stats and listings, so tests
+	// can hold them to O(priorities) and O(page) at any queue size.
+	visited uint64
 }
 
 // New returns an empty engine holding only the default namespace.
