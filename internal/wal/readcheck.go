@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
@@ -89,6 +90,12 @@ func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
 			mark = int64(m.marks[i-1])
 		}
 	}
+	if found && int64(off)+int64(n) <= size {
+		if b, ok := l.lastFrame.slice(seg, off, n); ok {
+			l.mu.Unlock()
+			return b, nil
+		}
+	}
 	l.mu.Unlock()
 	if !found || int64(off)+int64(n) > size {
 		// Let the raw read give its usual error (removed, unknown,
@@ -143,7 +150,37 @@ func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
 		if frameCRC(salt, word, fr[FrameHeaderSize:]) != binary.LittleEndian.Uint32(fr[4:]) {
 			return nil, damage(f, end, "the frame holding them fails its checksum")
 		}
-		b := buf[off-uint32(mark) : want-mark]
-		return b[:len(b):len(b)], nil
+		if len(fr) <= maxCheckedFrame {
+			l.mu.Lock()
+			l.lastFrame = checkedFrame{seg: seg, start: f, frame: fr}
+			l.mu.Unlock()
+		}
+		// A copy: the caller may keep the payload for long (compaction
+		// re-logs thousands per turn), and a slice would pin the whole
+		// frame, ~200 KB for a batch of a thousand puts.
+		return bytes.Clone(buf[off-uint32(mark) : want-mark]), nil
 	}
+}
+
+// checkedFrame is the last frame whose checksum ReadAt verified. Payloads
+// of a batch put share one frame, and the frame has to be read whole to
+// check it, so reads of its neighbours — compaction walking the jobs in
+// put order, consumers taking a batch in FIFO order — are served from it
+// instead of reading and checking the frame again for every payload.
+type checkedFrame struct {
+	seg   uint32
+	start int64  // the frame's offset in its segment
+	frame []byte // header and body
+}
+
+// maxCheckedFrame bounds the memory the kept frame may hold.
+const maxCheckedFrame = 4 << 20
+
+// slice copies n bytes at off out of the frame body when they lie inside.
+func (c *checkedFrame) slice(seg, off, n uint32) ([]byte, bool) {
+	if c.frame == nil || c.seg != seg || int64(off) < c.start+FrameHeaderSize || int64(off)+int64(n) > c.start+int64(len(c.frame)) {
+		return nil, false
+	}
+	rel := int64(off) - c.start
+	return bytes.Clone(c.frame[rel : rel+int64(n)]), true
 }
