@@ -104,7 +104,6 @@ type Log struct {
 	readers      map[uint32]*readFile
 	useClock     uint64
 	tableClosed  bool
-	lastFrame    checkedFrame // the frame ReadAt checked last (readcheck.go)
 	rawBytes     atomic.Int64 // bytes readRaw read, for tests
 
 	// syncMu serialises background and explicit syncs with segment rolls.

@@ -101,10 +101,10 @@ func TestReadAtRefusesDamagedPayload(t *testing.T) {
 	}
 }
 
-// Reading the payloads of one large frame one after another (compaction
-// re-logging a batch put's jobs, consumers taking them in order) reads and
-// checks the frame once, not once per payload, and every answer is a copy
-// that does not keep the frame alive.
+// A FrameReader reading the payloads of one large frame one after another
+// (compaction re-logging a batch put's jobs) reads and checks the frame
+// once, not once per payload; every answer, of ReadAt too, is a copy that
+// does not keep the frame alive.
 func TestReadAtReadsAFrameOnceForItsPayloads(t *testing.T) {
 	l, _, _ := openReplay(t, t.TempDir(), Options{})
 	defer l.Close()
@@ -113,8 +113,9 @@ func TestReadAtReadsAFrameOnceForItsPayloads(t *testing.T) {
 	pos := mustAppend(t, l, b)
 	mustCommit(t, l)
 	before := l.rawBytes.Load()
+	r := l.NewFrameReader()
 	for i := 0; i < n; i++ {
-		got, err := l.ReadAt(pos.Segment, pos.Offset+FrameHeaderSize+uint32(i*size), size)
+		got, err := r.ReadAt(pos.Segment, pos.Offset+FrameHeaderSize+uint32(i*size), size)
 		if err != nil || !bytes.Equal(got, b[i*size:(i+1)*size]) {
 			t.Fatalf("payload %d: %v", i, err)
 		}
@@ -125,5 +126,9 @@ func TestReadAtReadsAFrameOnceForItsPayloads(t *testing.T) {
 	}
 	if read := l.rawBytes.Load() - before; read > 2*int64(len(b)) {
 		t.Fatalf("%d payloads of one %d-byte frame read %d bytes from the segment", n, len(b), read)
+	}
+	got, err := l.ReadAt(pos.Segment, pos.Offset+FrameHeaderSize+size, size)
+	if err != nil || !bytes.Equal(got, b[size:2*size]) || cap(got) > 2*size {
+		t.Fatalf("ReadAt: %v, capacity %d", err, cap(got))
 	}
 }
