@@ -126,6 +126,7 @@ type Engine struct {
 
 	stats        Stats
 	live         map[uint32]int64 // segment → bytes of live payloads and results
+	liveN        map[uint32]int64 // segment → count of those payloads and results
 	onFirstTake  func(ns, queue string, waited time.Duration)
 	ent          Entry // scratch entry for the command being decided
 	dirty        map[uint32]struct{}
@@ -169,6 +170,7 @@ func New(opts Options) *Engine {
 		tokens:   make(map[string]token),
 		dirty:    make(map[uint32]struct{}),
 		live:     make(map[uint32]int64),
+		liveN:    make(map[uint32]int64),
 		chans:    make(map[chanKey]*durableChan),
 
 		onFirstTake:  opts.OnFirstTake,

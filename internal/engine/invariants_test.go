@@ -92,17 +92,19 @@ func (e *Engine) checkInvariants() error {
 			}
 		}
 	}
-	scan := map[uint32]int64{}
+	scan, scanN := map[uint32]int64{}, map[uint32]int64{}
 	e.forEachJob(func(slot uint32, j *job) {
 		if j.payload.Len > 0 {
 			scan[j.payload.Segment] += int64(j.payload.Len)
+			scanN[j.payload.Segment]++
 		}
 		if x, ok := e.ext(slot); ok && x.result.Len > 0 {
 			scan[x.result.Segment] += int64(x.result.Len)
+			scanN[x.result.Segment]++
 		}
 	})
-	if fmt.Sprint(scan) != fmt.Sprint(e.live) {
-		return fmt.Errorf("live bytes %v, scan says %v", e.live, scan)
+	if fmt.Sprint(scan) != fmt.Sprint(e.live) || fmt.Sprint(scanN) != fmt.Sprint(e.liveN) {
+		return fmt.Errorf("live bytes %v in %v blobs, scan says %v in %v", e.live, e.liveN, scan, scanN)
 	}
 	if e.ids.n != e.jobs.live {
 		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
