@@ -74,9 +74,11 @@ start
 RESTART_MS=$STARTED_MS
 sleep 2 # let the loop settle before reading RSS
 RSS_AFTER=$(($(rss_kib "$PID") * 1024))
-COUNT=$(curl -fsS "http://$HTTP/v1/ns/default/queues" | grep -o '"delayed":[0-9]*' | cut -d: -f2 | awk '{s+=$1} END {print s+0}')
+# every job of the filled queue, whatever its state (a few of the shortest
+# delays come due during a long run)
+COUNT=$(curl -fsS "http://$HTTP/v1/ns/default/queues" | grep -o '"counts":{[^}]*}' | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}')
 stop
-printf '{"jobs":%s,"shutdown_ms":%s,"disk_bytes":%s,"snapshot_bytes":%s,"restart_ms":%s,"rss_after_restart_bytes":%s,"delayed_after_restart":%s}\n' \
+printf '{"jobs":%s,"shutdown_ms":%s,"disk_bytes":%s,"snapshot_bytes":%s,"restart_ms":%s,"rss_after_restart_bytes":%s,"jobs_after_restart":%s}\n' \
 	"$N" "$STOPPED_MS" "$DISK" "$SNAP" "$RESTART_MS" "$RSS_AFTER" "${COUNT:-0}" | tee "$DATA.restart.json"
 trap - EXIT
 if [[ ${KEEP:-0} != 1 ]]; then
