@@ -17,6 +17,8 @@
 //   - fanout: one publisher, N subscribers of a chronoq channel over the
 //     WebSocket API (chronoq-ws only); a job is one delivery, latency is
 //     publish → delivery.
+//   - mixed: N producer and N other consumer connections on one queue;
+//     a job is one consumed job, latency is a consume request (mixed.go).
 package bench
 
 import (
@@ -32,7 +34,7 @@ import (
 )
 
 // Scenarios in the order they are documented.
-var Scenarios = []string{"put", "lifecycle", "delayed", "fanout"}
+var Scenarios = []string{"put", "lifecycle", "delayed", "fanout", "mixed"}
 
 // Config describes one run.
 type Config struct {
@@ -87,6 +89,12 @@ type Result struct {
 	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
 	OpsPerServerCPUS float64 `json:"ops_per_server_cpu_s,omitempty"`
 	ServerCPUError   string  `json:"server_cpu_error,omitempty"`
+	// mixed: the producers' puts and their latency (Jobs and the main
+	// percentiles are the consumers').
+	Puts       int64   `json:"puts,omitempty"`
+	PutsPerSec float64 `json:"puts_per_sec,omitempty"`
+	PutP50MS   float64 `json:"put_p50_ms,omitempty"`
+	PutP99MS   float64 `json:"put_p99_ms,omitempty"`
 }
 
 // ErrUnsupported marks a scenario a target cannot run; the report shows
@@ -119,6 +127,8 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 			return Result{}, nil, fmt.Errorf("%s: fanout: %w (fanout is chronoq's channels: use --target chronoq-ws)", cfg.Target, ErrUnsupported)
 		}
 		return runFanout(ctx, cfg, tgt, ft)
+	case "mixed":
+		return runMixed(ctx, cfg, tgt)
 	}
 
 	// Connections are made before the clock starts.

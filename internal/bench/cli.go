@@ -28,6 +28,16 @@ Scenarios:
              due, ack; the percentiles are lateness (handed out - due)
   fanout     one publisher, --conns subscribers of a channel (chronoq-ws
              only); jobs are deliveries, latency is publish -> delivery
+  mixed      --conns producers put while --conns other connections take
+             and ack the same queue; jobs are consumed jobs, latency is a
+             consume request (put latency reported apart); with
+             --base-conns B it first runs B+B and prints the ratios
+  scale      fill the server through the batch API with --jobs jobs
+             (delays over a year, a tenth keyed, a twentieth tagged), then
+             measure RSS and heap per job (--admin-addr), put/take/ack
+             latency at that size and while a snapshot is written, and
+             activation lateness (chronoq-http; bench/scale.sh adds
+             restart time and disk use)
 %[3]s
 Targets:
 `
@@ -52,6 +62,8 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	}
 	var (
 		cfg        Config
+		scale      ScaleConfig
+		baseConns  int
 		delayRange string
 		jsonOut    bool
 		cdfPath    string
@@ -59,7 +71,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&cfg.Target, "target", "chronoq-http", "a target listed above")
 	fs.StringVar(&cfg.Addr, "addr", "", "server address host:port (default: the target's usual port on 127.0.0.1)")
-	fs.StringVar(&cfg.Scenario, "scenario", "put", "put, lifecycle, delayed or fanout")
+	fs.StringVar(&cfg.Scenario, "scenario", "put", "put, lifecycle, delayed, fanout, mixed or scale")
 	fs.IntVar(&cfg.Conns, "conns", 64, "concurrent connections, one worker each")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long workers start new iterations")
 	fs.IntVar(&cfg.Payload, "payload", 100, "payload size in bytes")
@@ -71,6 +83,11 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.BoolVar(&cfg.ThreeRequests, "three-requests", false, "lifecycle: put, take and ack in three requests even where the target acks and takes the next job in one (chronoq-http)")
 	fs.BoolVar(&cfg.NoServerCPU, "no-server-cpu", false, "do not measure the server's CPU time")
 	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")
+	fs.IntVar(&baseConns, "base-conns", 0, "mixed: first run with this many producers and consumers, then --conns, and compare")
+	fs.Int64Var(&scale.Jobs, "jobs", 100_000_000, "scale: jobs to fill")
+	fs.IntVar(&scale.Conns, "fill-conns", 8, "scale: connections sending batches while filling")
+	fs.StringVar(&scale.AdminAddr, "admin-addr", "127.0.0.1:7778", "scale: the server's admin listener (metrics, pprof, backup)")
+	fs.DurationVar(&scale.Probe, "probe", 10*time.Second, "scale: how long each latency probe runs")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), cliUsage, prog, plotLine, plotText)
 		for _, t := range Targets() {
@@ -97,6 +114,40 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if cfg.Scenario == "scale" {
+		scale.Addr, scale.Token, scale.Payload, scale.Progress = cfg.Addr, cfg.Token, cfg.Payload, os.Stderr
+		if scale.Addr == "" {
+			scale.Addr = "127.0.0.1:7777"
+		}
+		res, err := RunScale(ctx, scale)
+		if err != nil {
+			return fmt.Errorf("bench: scale: %w", err)
+		}
+		if jsonOut {
+			return writeScaleJSON(os.Stdout, res)
+		}
+		return WriteScaleTable(os.Stdout, res)
+	}
+	if cfg.Scenario == "mixed" && baseConns > 0 {
+		small, large, err := MixedComparison(ctx, cfg, baseConns)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		for _, r := range []Result{small, large} {
+			if jsonOut {
+				err = WriteJSON(os.Stdout, r)
+			} else {
+				err = WriteTable(os.Stdout, r)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if jsonOut {
+			return nil
+		}
+		return WriteMixedRatios(os.Stdout, small, large)
+	}
 	res, rec, err := Run(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, ErrUnsupported) {

@@ -37,6 +37,11 @@ func WriteTable(w io.Writer, r Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if r.Scenario == "mixed" {
+		if _, err := fmt.Fprintf(w, "puts %d (%.0f/s), put p50 %s p99 %s\n", r.Puts, r.PutsPerSec, fmtMS(r.PutP50MS), fmtMS(r.PutP99MS)); err != nil {
+			return err
+		}
+	}
 	if r.ServerCPUError != "" {
 		_, err := fmt.Fprintf(w, "server cpu n/a: %s\n", r.ServerCPUError)
 		return err

@@ -127,6 +127,8 @@ func TestSmokeChronoq(t *testing.T) {
 		{"chronoq-beanstalk", "put", 700 * time.Millisecond, false},
 		{"chronoq-beanstalk", "lifecycle", 700 * time.Millisecond, false},
 		{"chronoq-beanstalk", "delayed", 1200 * time.Millisecond, false}, // whole-second delays
+		{"chronoq-http", "mixed", 700 * time.Millisecond, false},
+		{"chronoq-beanstalk", "mixed", 700 * time.Millisecond, false},
 	}
 	for _, c := range cases {
 		name := c.target + "/" + c.scenario
@@ -171,6 +173,15 @@ func TestSmokeChronoq(t *testing.T) {
 				if n := s.b.ackTakes.Load(); ackTake != (n > 0) || ackTake && n < done-4 ||
 					ackTake != (res.Variant == "ack+take") {
 					t.Fatalf("%d of %d acks took the next job, variant %q", n, done, res.Variant)
+				}
+			case "mixed":
+				// producers and consumers on separate connections: what
+				// the consumers acked was put by the producers
+				if puts != res.Puts || done != res.Jobs || res.Jobs == 0 || res.Jobs > res.Puts {
+					t.Fatalf("bench counted %d puts and %d consumed, server stored %d and completed %d", res.Puts, res.Jobs, puts, done)
+				}
+				if res.PutP50MS <= 0 || res.PutP99MS < res.PutP50MS || res.PutsPerSec <= 0 {
+					t.Fatalf("put latency not measured: %+v", res)
 				}
 			case "fanout":
 				if pubs := s.pubs(t); pubs == 0 || res.Jobs != pubs*4 {
@@ -247,5 +258,36 @@ func TestPushConsumersFinishCleanly(t *testing.T) {
 		if res.Errors != 0 || res.DurationS > 2 {
 			t.Fatalf("run %d: %d errors, %.1fs for a 0.2s run", i, res.Errors, res.DurationS)
 		}
+	}
+}
+
+// The scale scenario fills the queue with exactly the jobs asked for, all
+// delayed, and measures everything it reports.
+func TestScaleSmall(t *testing.T) {
+	s := newServer(t)
+	const n = 2500
+	cfg := bench.ScaleConfig{Addr: strings.TrimPrefix(s.url, "http://"), AdminAddr: strings.TrimPrefix(s.admin, "http://"),
+		Jobs: n, Conns: 3, Batch: 400, Probe: 300 * time.Millisecond, ProbeConn: 2, Queue: "scale"}
+	res, err := bench.RunScale(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.b.GetQueue(context.Background(), "default", "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Counts.Delayed != n || q.Counts.Total() != n || res.Jobs != n {
+		t.Fatalf("filled %d, the queue holds %+v", res.Jobs, q.Counts)
+	}
+	if res.FillJobsPerSec <= 0 || res.RSSPerJob <= 0 || res.HeapPerJob <= 0 || res.LivePerJob <= 0 {
+		t.Fatalf("fill or memory not measured: %+v", res)
+	}
+	for _, l := range []bench.OpLatency{res.Idle, res.Snapshot} {
+		if l.Cycles == 0 || l.PutP50 <= 0 || l.TakeP99 < l.TakeP50 || l.AckP50 <= 0 {
+			t.Fatalf("probe not measured: %+v", l)
+		}
+	}
+	if res.LatenessJobs == 0 || res.Errors != 0 {
+		t.Fatalf("lateness over %d jobs, %d errors", res.LatenessJobs, res.Errors)
 	}
 }

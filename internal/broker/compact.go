@@ -55,8 +55,11 @@ func (c *compactor) step(b *Broker) {
 			return
 		}
 	}
+	// Jobs lie in the slab roughly in put order, so one turn's reads walk
+	// the frames of batch puts in order: a frame reader checks each once.
+	rd := b.log.NewFrameReader()
 	next, done, err := b.eng.Relocate(b.now(), c.seg, c.cursor, compactSlotsPerTurn, compactBytesPerTurn, func(ref engine.BlobRef) ([]byte, error) {
-		return b.log.ReadAt(ref.Segment, ref.Offset, ref.Len)
+		return rd.ReadAt(ref.Segment, ref.Offset, ref.Len)
 	})
 	if err != nil {
 		b.lg.Warn("compaction: relocating payloads failed; will retry later", "segment", c.seg, "err", err)
@@ -72,33 +75,43 @@ func (c *compactor) step(b *Broker) {
 	}
 }
 
+// relogBytesPerBlob is about what re-logging one payload writes besides
+// the payload: the job's whole record (ids, times, key, tags) in the new
+// segment. Counting it is what keeps a log full of long-lived jobs with
+// small payloads from being rewritten again and again: their payloads
+// alone are half a segment or less, so every segment, the rewritten ones
+// included, looked worth emptying.
+const relogBytesPerBlob = 128
+
 // pick chooses the oldest segment that a snapshot already covers but live
-// payloads still pin, when compacting it is worth it: it is less than half
-// live, or the space it pins behind it is larger than what it holds.
+// payloads still pin, when compacting it is worth it: what re-logging its
+// live payloads writes is less than half the segment, or less than the
+// space it pins behind it (what the later segments hold beyond what
+// re-logging their live payloads would write).
 func (c *compactor) pick(b *Broker) uint32 {
 	snaps, err := snapshot.List(b.snapDir())
 	if err != nil || len(snaps) == 0 {
 		return 0
 	}
 	cover := snaps[len(snaps)-1].Pos.Segment
-	live := b.eng.LiveBytes()
+	live, blobs := b.eng.LiveBytes(), b.eng.LiveBlobs()
 	segs := b.log.Segments()
 	for i, s := range segs {
 		if s.Number >= cover {
 			return 0
 		}
-		l := live[s.Number]
-		if l == 0 {
+		if live[s.Number] == 0 {
 			continue
 		}
+		cost := func(n uint32) int64 { return live[n] + blobs[n]*relogBytesPerBlob }
 		var behind int64
 		for _, o := range segs[i+1:] {
 			if o.Number >= cover {
 				break
 			}
-			behind += o.Size - live[o.Number]
+			behind += max(0, o.Size-cost(o.Number))
 		}
-		if l*2 < s.Size || behind > l {
+		if c := cost(s.Number); c*2 < s.Size || behind > c {
 			return s.Number
 		}
 		return 0

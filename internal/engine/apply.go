@@ -42,7 +42,7 @@ func (e *Engine) applyRecord(r *Record) {
 	case KindQueue:
 		q := e.ensureQueue(r.NS, r.Queue, r.QCreated)
 		e.configure(q, r.QConfig)
-		if q.paused && !r.QPaused && len(q.ready.s) > 0 {
+		if q.paused && !r.QPaused && q.ready.n > 0 {
 			e.dirty[q.idx] = struct{}{}
 		}
 		q.paused, q.pausedUntil = r.QPaused, r.QPausedUntil
@@ -122,7 +122,7 @@ func (e *Engine) ensureQueue(nsName, qName string, created int64) *queue {
 		name:    qName,
 		cfg:     DefaultQueueConfig(),
 		created: created,
-		ready:   slotHeap{ord: byServing, prios: map[uint32]uint32{}},
+		ready:   newReadySet(),
 		dead:    slotHeap{ord: bySeq},
 	}
 	e.queues = append(e.queues, q)

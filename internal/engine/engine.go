@@ -70,7 +70,7 @@ type queue struct {
 	pausedUntil int64 // a timed pause (beanstalkd pause-tube) ends by itself
 	created     int64
 	counts      Counts
-	ready       slotHeap // byServing
+	ready       readySet
 	dead        slotHeap // bySeq
 	chains      map[uint32]*chain
 	stats       QueueStats
@@ -126,6 +126,7 @@ type Engine struct {
 
 	stats        Stats
 	live         map[uint32]int64 // segment → bytes of live payloads and results
+	liveN        map[uint32]int64 // segment → count of those payloads and results
 	onFirstTake  func(ns, queue string, waited time.Duration)
 	ent          Entry // scratch entry for the command being decided
 	dirty        map[uint32]struct{}
@@ -134,6 +135,9 @@ type Engine struct {
 	reserveLimit int
 	maxJobs      uint64 // 0: no limit (SetMaxJobs)
 	chans        map[chanKey]*durableChan
+	// visited counts the jobs read by queue stats and listings, so tests
+	// can hold them to O(priorities) and O(page) at any queue size.
+	visited uint64
 }
 
 // New returns an empty engine holding only the default namespace.
@@ -166,6 +170,7 @@ func New(opts Options) *Engine {
 		tokens:   make(map[string]token),
 		dirty:    make(map[uint32]struct{}),
 		live:     make(map[uint32]int64),
+		liveN:    make(map[uint32]int64),
 		chans:    make(map[chanKey]*durableChan),
 
 		onFirstTake:  opts.OnFirstTake,

@@ -15,16 +15,13 @@ const (
 type slotHeap struct {
 	s   []uint32
 	ord order
-	// prios counts the members per priority; kept only for a queue's
-	// ready heap, where it makes oldest_ready_age O(1) whenever all ready
-	// jobs share one priority (queues.go). A member's priority never
-	// changes while it is in a heap (the heap's order depends on it).
-	prios map[uint32]uint32
 }
 
-func (e *Engine) less(h *slotHeap, a, b uint32) bool {
+func (e *Engine) less(h *slotHeap, a, b uint32) bool { return e.lessBy(h.ord, a, b) }
+
+func (e *Engine) lessBy(ord order, a, b uint32) bool {
 	ja, jb := e.jobs.get(a), e.jobs.get(b)
-	switch h.ord {
+	switch ord {
 	case byServing:
 		if ja.prio != jb.prio {
 			return ja.prio < jb.prio
@@ -41,21 +38,11 @@ func (e *Engine) less(h *slotHeap, a, b uint32) bool {
 func (e *Engine) hpush(h *slotHeap, slot uint32) {
 	h.s = append(h.s, slot)
 	i := len(h.s) - 1
-	j := e.jobs.get(slot)
-	j.hidx = uint32(i)
-	if h.prios != nil {
-		h.prios[j.prio]++
-	}
+	e.jobs.get(slot).hidx = uint32(i)
 	e.hup(h, i)
 }
 
 func (e *Engine) hremove(h *slotHeap, slot uint32) {
-	if h.prios != nil {
-		p := e.jobs.get(slot).prio
-		if h.prios[p]--; h.prios[p] == 0 {
-			delete(h.prios, p)
-		}
-	}
 	i := int(e.jobs.get(slot).hidx)
 	last := len(h.s) - 1
 	if i != last {

@@ -39,7 +39,7 @@ func (e *Engine) checkInvariants() error {
 			}
 		case StateReady:
 			c.Ready++
-			if int(j.hidx) >= len(q.ready.s) || q.ready.s[j.hidx] != slot {
+			if h := q.ready.byPrio[j.prio]; h == nil || int(j.hidx) >= len(h.s) || h.s[j.hidx] != slot {
 				err = fmt.Errorf("slot %d ready but not in ready heap", slot)
 			}
 		case StateBlocked:
@@ -92,17 +92,19 @@ func (e *Engine) checkInvariants() error {
 			}
 		}
 	}
-	scan := map[uint32]int64{}
+	scan, scanN := map[uint32]int64{}, map[uint32]int64{}
 	e.forEachJob(func(slot uint32, j *job) {
 		if j.payload.Len > 0 {
 			scan[j.payload.Segment] += int64(j.payload.Len)
+			scanN[j.payload.Segment]++
 		}
 		if x, ok := e.ext(slot); ok && x.result.Len > 0 {
 			scan[x.result.Segment] += int64(x.result.Len)
+			scanN[x.result.Segment]++
 		}
 	})
-	if fmt.Sprint(scan) != fmt.Sprint(e.live) {
-		return fmt.Errorf("live bytes %v, scan says %v", e.live, scan)
+	if fmt.Sprint(scan) != fmt.Sprint(e.live) || fmt.Sprint(scanN) != fmt.Sprint(e.liveN) {
+		return fmt.Errorf("live bytes %v in %v blobs, scan says %v in %v", e.live, e.liveN, scan, scanN)
 	}
 	if e.ids.n != e.jobs.live {
 		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
@@ -126,17 +128,32 @@ func (e *Engine) checkInvariants() error {
 	if err != nil {
 		return err
 	}
-	// each ready heap's priority counts match its members
+	// each ready set: one non-empty heap per priority, of that priority's
+	// jobs only, its priority heap in order, and its count right
 	for _, q := range e.queues {
 		if q == nil {
 			continue
 		}
-		want := map[uint32]uint32{}
-		for _, s := range q.ready.s {
-			want[e.jobs.get(s).prio]++
+		r, n := &q.ready, 0
+		if len(r.heaps) != len(r.byPrio) {
+			return fmt.Errorf("queue %s: %d priority heaps, %d in the map", q.name, len(r.heaps), len(r.byPrio))
 		}
-		if fmt.Sprint(want) != fmt.Sprint(q.ready.prios) {
-			return fmt.Errorf("queue %s: ready priorities %v, heap holds %v", q.name, q.ready.prios, want)
+		for i, h := range r.heaps {
+			if h.pos != i || r.byPrio[h.prio] != h || len(h.s) == 0 {
+				return fmt.Errorf("queue %s: priority heap %d (prio %d) misplaced or empty", q.name, i, h.prio)
+			}
+			if i > 0 && r.heaps[(i-1)/2].prio > h.prio {
+				return fmt.Errorf("queue %s: priority heap out of order at %d", q.name, i)
+			}
+			for _, s := range h.s {
+				if e.jobs.get(s).prio != h.prio {
+					return fmt.Errorf("queue %s: slot %d of priority %d in the heap of %d", q.name, s, e.jobs.get(s).prio, h.prio)
+				}
+			}
+			n += len(h.s)
+		}
+		if n != r.n {
+			return fmt.Errorf("queue %s: ready count %d, heaps hold %d", q.name, r.n, n)
 		}
 	}
 	// (queue, ttr) classes: referenced exactly by the jobs holding them

@@ -46,3 +46,37 @@ func TestOldestReadyAgeAcrossPriorities(t *testing.T) {
 	}
 	age(0)
 }
+
+// oldest_ready_age reads one job per priority, however many ready jobs
+// there are: a dashboard asks for it every second on every queue.
+func TestOldestReadyAgeReadsOnePerPriority(t *testing.T) {
+	f := newFixture(t)
+	const n = 3000
+	for i := range n {
+		f.put("q", PutRequest{Priority: u32(uint32(i % 3))})
+		f.tick(time.Millisecond)
+	}
+	f.tick(time.Second)
+	before := f.e.visited
+	qi, err := f.e.Queue(f.now, "default", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Second + n*time.Millisecond; qi.OldestReadyAge != want {
+		t.Fatalf("oldest_ready_age %s, want %s", qi.OldestReadyAge, want)
+	}
+	if got := f.e.visited - before; got > 3 {
+		t.Fatalf("queue stats read %d jobs for 3 priorities among %d ready jobs", got, n)
+	}
+	// the oldest job leaves: the next oldest of its priority takes over
+	if j := f.take1("q"); j.Priority != 0 {
+		t.Fatalf("took priority %d first", j.Priority)
+	}
+	qi, _ = f.e.Queue(f.now, "default", "q")
+	if want := time.Second + (n-1)*time.Millisecond; qi.OldestReadyAge != want {
+		t.Fatalf("after take: oldest_ready_age %s, want %s", qi.OldestReadyAge, want)
+	}
+	if err := f.e.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -31,9 +31,7 @@ func (e *Engine) PeekState(now time.Time, ns, qn string, state State) (Job, erro
 	slot := noSlot
 	switch state {
 	case StateReady:
-		if len(q.ready.s) > 0 {
-			slot = q.ready.s[0]
-		}
+		slot = q.ready.head()
 	case StateDead:
 		if len(q.dead.s) > 0 {
 			slot = q.dead.s[0]
@@ -75,11 +73,5 @@ func (e *Engine) UrgentReady(now time.Time, ns, qn string, threshold uint32) (in
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, s := range q.ready.s {
-		if e.jobs.get(s).prio < threshold {
-			n++
-		}
-	}
-	return n, nil
+	return q.ready.countBelow(threshold), nil
 }

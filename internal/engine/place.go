@@ -72,7 +72,7 @@ func (e *Engine) unplace(q *queue, slot uint32) {
 	case StateDelayed:
 		e.hremove(&e.delayed, slot)
 	case StateReady:
-		e.hremove(&q.ready, slot)
+		e.rremove(&q.ready, slot)
 		if j.key != 0 {
 			if c := q.chains[j.key]; c != nil && c.rep == slot {
 				c.rep = noSlot
@@ -117,7 +117,7 @@ func (e *Engine) ripen(q *queue, slot uint32) {
 	j := e.jobs.get(slot)
 	if j.key == 0 {
 		e.setState(q, j, StateReady)
-		e.hpush(&q.ready, slot)
+		e.rpush(&q.ready, slot)
 		e.dirty[q.idx] = struct{}{}
 		return
 	}
@@ -170,7 +170,7 @@ func (e *Engine) refresh(q *queue, key uint32) {
 	}
 	if old := c.rep; old != noSlot {
 		j := e.jobs.get(old)
-		e.hremove(&q.ready, old)
+		e.rremove(&q.ready, old)
 		c.rep = noSlot
 		e.setState(q, j, StateBlocked)
 		if q.cfg.KeyMode == KeyExclusive {
@@ -183,7 +183,7 @@ func (e *Engine) refresh(q *queue, key uint32) {
 			e.hremove(&c.sub, desired)
 		}
 		e.setState(q, j, StateReady)
-		e.hpush(&q.ready, desired)
+		e.rpush(&q.ready, desired)
 		c.rep = desired
 		e.dirty[q.idx] = struct{}{}
 	}

@@ -230,18 +230,11 @@ func (e *Engine) info(q *queue) QueueInfo {
 	if q.pausedUntil != 0 {
 		qi.PausedUntil = fromMS(q.pausedUntil)
 	}
-	if len(q.ready.s) > 0 {
-		// With one priority among the ready jobs the heap's root is the
-		// oldest (byServing orders by activation next): O(1), which is
-		// what a dashboard refreshing every queue every second needs. Mixed
-		// priorities still walk the heap.
-		oldest := e.jobs.get(q.ready.s[0]).atMS()
-		if len(q.ready.prios) > 1 {
-			for _, s := range q.ready.s {
-				oldest = min(oldest, e.jobs.get(s).atMS())
-			}
-		}
-		if age := e.now - oldest; age > 0 {
+	if q.ready.n > 0 {
+		// The oldest of the per-priority roots (ready.go): O(priorities),
+		// which is what a dashboard refreshing every queue every second
+		// needs at any queue size.
+		if age := e.now - e.oldestAt(&q.ready); age > 0 {
 			qi.OldestReadyAge = time.Duration(age) * time.Millisecond
 		}
 	}

@@ -100,13 +100,21 @@ func (e *Engine) Jobs() int { return e.jobs.live }
 // live jobs it holds, so storage can tell which segments may go.
 func (e *Engine) LiveBytes() map[uint32]int64 { return e.live }
 
+// LiveBlobs counts, per log segment, the payloads and results LiveBytes
+// sums: re-logging them writes a record around each (broker/compact.go).
+func (e *Engine) LiveBlobs() map[uint32]int64 { return e.liveN }
+
 func (e *Engine) trackBlob(r BlobRef, sign int64) {
 	if r.Len == 0 {
 		return
 	}
 	e.live[r.Segment] += sign * int64(r.Len)
+	e.liveN[r.Segment] += sign
 	if e.live[r.Segment] == 0 {
 		delete(e.live, r.Segment)
+	}
+	if e.liveN[r.Segment] == 0 {
+		delete(e.liveN, r.Segment)
 	}
 }
 

@@ -76,7 +76,7 @@ func (e *Engine) Take(now time.Time, ns string, req TakeRequest) ([]Job, error) 
 		if q.paused {
 			continue
 		}
-		picked = e.hbest(&q.ready, n-len(picked), picked)
+		picked = e.rbest(&q.ready, n-len(picked), picked)
 	}
 	e.tmp = picked
 	if len(picked) == 0 {
@@ -242,12 +242,12 @@ func (e *Engine) TakeBest(now time.Time, ns string, queues []string) ([]Job, err
 			continue
 		}
 		q := e.queues[qi]
-		if q.paused || len(q.ready.s) == 0 {
+		if q.paused || q.ready.n == 0 {
 			continue
 		}
 		// Heaps of different queues share one order, so comparing their
 		// heads with either heap's order is sound.
-		if head := q.ready.s[0]; best == noSlot || e.less(&q.ready, head, best) {
+		if head := q.ready.head(); best == noSlot || e.lessBy(byServing, head, best) {
 			best, bestName, bestQ = head, name, q
 		}
 	}

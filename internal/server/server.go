@@ -204,6 +204,7 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	s = &Server{cfg: cfg, lg: lg, lns: map[string]net.Listener{}, https: map[string]*http.Server{},
 		errc: make(chan error, 3), stopping: make(chan struct{})}
+	raiseFileLimit(lg, filesNeeded(cfg), processFileLimit())
 
 	// Protected mode (docs/api.md, "Authentication"): beyond loopback only
 	// with authentication. The beanstalkd protocol has none at all, so it

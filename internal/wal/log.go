@@ -104,6 +104,7 @@ type Log struct {
 	readers      map[uint32]*readFile
 	useClock     uint64
 	tableClosed  bool
+	rawBytes     atomic.Int64 // bytes readRaw read, for tests
 
 	// syncMu serialises background and explicit syncs with segment rolls.
 	syncMu   sync.Mutex

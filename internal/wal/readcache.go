@@ -32,6 +32,7 @@ func (l *Log) readRaw(seg uint32, off uint32, n uint32) ([]byte, error) {
 		return nil, err
 	}
 	buf := make([]byte, n)
+	l.rawBytes.Add(int64(n))
 	_, err = rf.f.ReadAt(buf, int64(off))
 	l.releaseReader(rf)
 	if err != nil {

@@ -100,3 +100,35 @@ func TestReadAtRefusesDamagedPayload(t *testing.T) {
 		}
 	}
 }
+
+// A FrameReader reading the payloads of one large frame one after another
+// (compaction re-logging a batch put's jobs) reads and checks the frame
+// once, not once per payload; every answer, of ReadAt too, is a copy that
+// does not keep the frame alive.
+func TestReadAtReadsAFrameOnceForItsPayloads(t *testing.T) {
+	l, _, _ := openReplay(t, t.TempDir(), Options{})
+	defer l.Close()
+	const n, size = 1000, 200
+	b := body(1, n*size) // one frame: a batch of a thousand 200-byte payloads
+	pos := mustAppend(t, l, b)
+	mustCommit(t, l)
+	before := l.rawBytes.Load()
+	r := l.NewFrameReader()
+	for i := 0; i < n; i++ {
+		got, err := r.ReadAt(pos.Segment, pos.Offset+FrameHeaderSize+uint32(i*size), size)
+		if err != nil || !bytes.Equal(got, b[i*size:(i+1)*size]) {
+			t.Fatalf("payload %d: %v", i, err)
+		}
+		if cap(got) > 2*size {
+			t.Fatalf("payload %d: capacity %d, a slice of the frame", i, cap(got))
+		}
+		got[0] ^= 0xff // the caller's copy: the next read is unaffected
+	}
+	if read := l.rawBytes.Load() - before; read > 2*int64(len(b)) {
+		t.Fatalf("%d payloads of one %d-byte frame read %d bytes from the segment", n, len(b), read)
+	}
+	got, err := l.ReadAt(pos.Segment, pos.Offset+FrameHeaderSize+size, size)
+	if err != nil || !bytes.Equal(got, b[size:2*size]) || cap(got) > 2*size {
+		t.Fatalf("ReadAt: %v, capacity %d", err, cap(got))
+	}
+}
