@@ -167,6 +167,16 @@ func (n *Node) Members() []Member { return n.mem.list() }
 // reused).
 func (n *Node) WasRemoved(id uint64) bool { return n.mem.removed[id] }
 
+// RemovedIDs are the ids removed from the group.
+func (n *Node) RemovedIDs() []uint64 {
+	out := make([]uint64, 0, len(n.mem.removed))
+	for id := range n.mem.removed {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Removed is why this member stopped taking part ("" while it does).
 func (n *Node) Removed() string { return n.removedWhy }
 
@@ -321,6 +331,13 @@ func (n *Node) canChange() error {
 // the entries the engine decides next take the indexes after it, and the
 // log must hold them in index order.
 func (n *Node) proposeConf(cc raftpb.ConfChangeV2) (uint64, error) {
+	// Every Ready handled first: lastIndex is then raft's last index.
+	if err := n.Process(); err != nil {
+		return 0, unavailable("this cluster member stopped: %v", err)
+	}
+	if err := n.CanExec(); err != nil {
+		return 0, err
+	}
 	if err := n.rn.ProposeConfChange(cc); err != nil {
 		return 0, notLeader(n.rn.BasicStatus().Lead)
 	}
@@ -352,7 +369,7 @@ func (n *Node) applyConf(e *raftpb.Entry) (err error) {
 	if n.mem.apply(cc) {
 		n.lg.Info("cluster: membership changed", "id", n.cfg.ID, "index", e.Index, "change", raftpb.ConfChangesToString(cc.Changes), "members", n.mem.list())
 		if n.cfg.OnMembership != nil {
-			n.cfg.OnMembership(n.mem.list())
+			n.cfg.OnMembership(n.mem.list(), n.RemovedIDs())
 		}
 	}
 	if _, ok := n.mem.members[n.cfg.ID]; !ok && n.mem.removed[n.cfg.ID] {

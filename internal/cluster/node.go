@@ -63,7 +63,7 @@ type Config struct {
 	Join bool
 	// OnMembership, when set, is called on the member's goroutine with
 	// the members whenever an applied conf change altered them.
-	OnMembership func([]Member)
+	OnMembership func(members []Member, removed []uint64)
 }
 
 // Node is one member: its log (the raft log), its raft.RawNode and its
