@@ -177,7 +177,7 @@ func Open(cfg Config) (*Node, error) {
 		DisableProposalForwarding: true,
 		// A leader that a conf change removed must not go on leading.
 		StepDownOnRemoval: true,
-		Logger:                    discardRaftLogger{},
+		Logger:            discardRaftLogger{},
 	})
 	if err != nil {
 		log.Close()

@@ -72,7 +72,7 @@ type TransportConfig struct {
 	// OnRemoved, when set, is told (once) that a peer refused this member
 	// because the cluster removed it (membership.go).
 	OnRemoved func(reason string)
-	Logger     *slog.Logger
+	Logger    *slog.Logger
 	// TLS, when set, turns on mutual TLS for every peer connection. It is
 	// called for each new connection (so a reloaded certificate applies
 	// to the next connection) and gives the accepting side's config:
@@ -87,11 +87,11 @@ type TransportConfig struct {
 // send. Send never blocks: a peer that cannot keep up loses messages,
 // which raft retransmits.
 type Transport struct {
-	cfg   TransportConfig
-	ln    net.Listener
-	lg    *slog.Logger
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	cfg  TransportConfig
+	ln   net.Listener
+	lg   *slog.Logger
+	stop chan struct{}
+	wg   sync.WaitGroup
 
 	// The peer table changes with the membership (UpdatePeers).
 	pmu     sync.RWMutex
