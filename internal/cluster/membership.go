@@ -384,5 +384,3 @@ func (n *Node) isVoter(id uint64) bool {
 	_, ok := st.Config.Voters.IDs()[id]
 	return ok
 }
-
-
