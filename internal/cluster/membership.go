@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -104,7 +105,7 @@ func (m *membership) list() []Member {
 	for _, mb := range m.members {
 		out = append(out, mb)
 	}
-	slices.SortFunc(out, func(a, b Member) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
