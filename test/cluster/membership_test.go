@@ -192,18 +192,23 @@ func TestReplaceMembersUnderLoad(t *testing.T) {
 	start4()
 	c.nodes = append(c.nodes, n4)
 	c.setLive(n4, true)
+	started4 := time.Now()
 	waitFor(t, 30*time.Second, "node 4 promoted to voter", func() (bool, string) {
 		st, err := lead.memberStatus()
 		return err == nil && st.roles() == "1=voter,2=voter,3=voter,4=voter", fmt.Sprintf("%s %v", st.roles(), err)
 	})
-	if st, err := n4.memberStatus(); err != nil || st.Role != "Follower" {
-		t.Fatalf("node 4 after promotion: %+v %v", st, err)
+	promotedAfter := time.Since(started4)
+	st4, err := n4.memberStatus()
+	if err != nil || st4.Role != "Follower" {
+		t.Fatalf("node 4 after promotion: %+v %v", st4, err)
 	}
 
 	// Remove the leader: it hands leadership over, then is removed.
 	lead = c.leader(5 * time.Second)
 	c.setLive(lead, false)
+	removing := time.Now()
 	res, err := cli(t, "cluster", "remove", strconv.FormatUint(lead.id, 10), "--admin-url", "http://"+lead.admin, "--json")
+	removeTook := time.Since(removing)
 	if err != nil {
 		t.Fatalf("chronoq cluster remove %d (the leader): %v %s", lead.id, err, res)
 	}
@@ -258,7 +263,8 @@ func TestReplaceMembersUnderLoad(t *testing.T) {
 			t.Fatalf("node %d: %d of %d acknowledged puts missing", n.id, missing, len(acked))
 		}
 	}
-	t.Logf("%d acknowledged puts present on nodes %v after adding node 4 and removing node %d", len(acked), want, lead.id)
+	t.Logf("%d acknowledged puts present on nodes %v after adding node 4 and removing node %d; node 4 promoted %s after it started (log of %d entries), removing the leader took %s",
+		len(acked), want, lead.id, promotedAfter.Round(time.Millisecond), st4.Commit, removeTook.Round(time.Millisecond))
 }
 
 // leaderAmong waits for a leader among ns.
