@@ -90,7 +90,7 @@ func (s *sim) followMembers() {
 }
 
 func TestSimulationMembership(t *testing.T) {
-	seeds := simSeeds(t) / 4
+	seeds := simSeeds(t) / 8
 	first := uint64(101)
 	var total simStats
 	for seed := first; seed < first+uint64(max(seeds, 1)); seed++ {
