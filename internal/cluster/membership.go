@@ -358,6 +358,23 @@ func (n *Node) applyConf(e *raftpb.Entry) (err error) {
 	if err != nil {
 		return fmt.Errorf("entry %d: decode conf change: %w", e.Index, err)
 	}
+	if n.joining {
+		// A member that joins with an empty log must enter as a learner:
+		// finding itself a voter already means its id belonged to a member
+		// that lost its data, which must not vote without the log it
+		// promised to keep.
+		for _, c := range cc.Changes {
+			if c.NodeID != n.cfg.ID {
+				continue
+			}
+			if c.Type == raftpb.ConfChangeAddLearnerNode {
+				n.joining = false
+			} else if c.Type == raftpb.ConfChangeAddNode {
+				return fmt.Errorf("node %d started with --join and an empty data directory, but the log makes it a voter without adding it as a learner first: "+
+					"its id belonged to an earlier member; replace a member that lost its data under a new id (docs/cluster.md)", n.cfg.ID)
+			}
+		}
+	}
 	if e.Index > n.confApplied {
 		defer func() {
 			if r := recover(); r != nil {

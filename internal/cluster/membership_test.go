@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -353,5 +354,51 @@ func TestLoadMembershipFromLog(t *testing.T) {
 	rl.Entries[3].Data = []byte{0xff, 0xff}
 	if _, err := loadMembership(rl); err == nil {
 		t.Fatal("an undecodable conf change was accepted")
+	}
+}
+
+// A member that lost its data must not come back under its old id: one
+// started with --join and an empty log that finds itself a voter (never
+// added as a learner) stops with a clear error instead of voting.
+func TestJoinUnderAnOldIDIsRefused(t *testing.T) {
+	g := newGroup(t, 1, 2, 3)
+	lead := g.leader()
+	g.put(lead, "before")
+	var old uint64
+	for _, id := range g.ids() {
+		if id != lead.ID() {
+			old = id
+		}
+	}
+	g.nodes[old].Close()
+	delete(g.nodes, old)
+	if err := os.RemoveAll(filepath.Join(g.dir, fmt.Sprint(old))); err != nil {
+		t.Fatal(err)
+	}
+	fresh := g.open(Config{ID: old, Join: true})
+	g.nodes[old] = fresh
+	var err error
+	for i := 0; i < 500 && err == nil; i++ {
+		var msgs []raftpb.Message
+		for _, id := range g.ids() {
+			n := g.nodes[id]
+			n.Tick()
+			if e := n.Process(); e != nil {
+				if id != old {
+					t.Fatalf("node %d: %v", id, e)
+				}
+				err = e
+			}
+			msgs = append(msgs, n.Outbox()...)
+		}
+		for _, m := range msgs {
+			g.nodes[m.To].Step(m)
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "belonged to an earlier member") {
+		t.Fatalf("a fresh --join member under an old voter's id: %v", err)
+	}
+	if _, e := lead.AddLearner(old, addrOf(old)); e == nil {
+		t.Fatal("the old id was accepted as a new learner")
 	}
 }

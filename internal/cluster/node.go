@@ -99,6 +99,7 @@ type Node struct {
 	mem        membership
 	confIndex  uint64 // the last conf change this leader proposed
 	removedWhy string // set once this member was removed
+	joining    bool   // started empty with Join: must be added as a learner
 }
 
 // ownEntry is an entry this leader decided and wrote itself.
@@ -204,6 +205,7 @@ func Open(cfg Config) (*Node, error) {
 	if mem.removed[cfg.ID] {
 		n.removedWhy = "its log holds its removal"
 	}
+	n.joining = fresh && cfg.Join
 	n.lastIndex, _ = store.LastIndex()
 	n.sink.n = n
 	n.newEngine()
@@ -324,17 +326,37 @@ func (n *Node) Campaign() error {
 
 // Step hands raft a message from a peer. Messages raft does not accept
 // (from an unknown peer, say) are dropped: they change nothing.
-func (n *Node) Step(m raftpb.Message) error {
+func (n *Node) Step(m raftpb.Message) (err error) {
 	if n.failed != nil {
 		return n.failed
 	}
 	if n.removedWhy != "" {
 		return fmt.Errorf("cluster: this node was removed from the cluster (%s): refusing %s from %d", n.removedWhy, m.Type, m.From)
 	}
+	defer n.recoverStep(m, &err)
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
 	}
 	return nil
+}
+
+// recoverStep turns a raft panic on a peer's message into a stopped
+// member: raft panics when a leader says entries are committed that this
+// log does not hold — a member whose data directory was lost and came
+// back under its old id (membership.go).
+func (n *Node) recoverStep(m raftpb.Message, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	e := fmt.Errorf("raft stopped on %s from node %d: %v: this node's log lacks entries the cluster says it holds "+
+		"(was its data directory lost? replace it under a new id: docs/cluster.md)", m.Type, m.From, r)
+	if n.joining {
+		e = fmt.Errorf("node %d started with --join and an empty data directory, but the cluster counts it as a voter holding entries (%v): "+
+			"its id belonged to an earlier member; replace a member that lost its data under a new id (docs/cluster.md)", n.cfg.ID, r)
+	}
+	n.fail(e)
+	*err = e
 }
 
 // Outbox returns and clears the messages to send.

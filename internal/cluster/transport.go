@@ -174,12 +174,16 @@ func (t *Transport) Send(msgs []raftpb.Message) {
 // Close stops listening, closes every connection and waits for the
 // transport's goroutines.
 func (t *Transport) Close() error {
+	// Under pmu: UpdatePeers starts no sender once stop is closed.
+	t.pmu.Lock()
 	select {
 	case <-t.stop:
+		t.pmu.Unlock()
 		return nil
 	default:
 	}
 	close(t.stop)
+	t.pmu.Unlock()
 	err := t.ln.Close()
 	t.mu.Lock()
 	for c := range t.conns {
@@ -561,7 +565,8 @@ func (t *Transport) serverHandshake(c net.Conn) (uint64, error) {
 	case removed:
 		return 0, t.answerRefusal(c, 2, fmt.Sprintf("node %d was removed from the cluster", from))
 	case !known:
-		return 0, answer(fmt.Sprintf("node %d is not a member of this cluster: add it on the leader with chronoq cluster add %d PEER_ADDR", from, from))
+		return 0, answer(fmt.Sprintf("node %d is not a member of this cluster as node %d knows it (its membership, or its --peers while it joins): "+
+			"add it with chronoq cluster add %d PEER_ADDR, and give a joining node every current member in --peers", from, t.cfg.ID, from))
 	}
 	if _, err := c.Write(append([]byte{0}, t.mac("server", nonceC, nonceS, group, from, to, nil)...)); err != nil {
 		return 0, err
