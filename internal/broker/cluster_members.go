@@ -90,8 +90,21 @@ func (b *Broker) RemoveMember(ctx context.Context, id uint64) (MemberChange, err
 	var idx uint64
 	var warn string
 	var err error
-	if e := b.onLoop(ctx, func() { idx, warn, err = b.cl.node.RemoveMember(id) }); e != nil {
-		return MemberChange{}, e
+	// Raft's view of which voters answer is reset every election timeout
+	// and refilled by their next answers: a refusal for a lost quorum is
+	// asked again for a moment before it stands.
+	for try := 0; ; try++ {
+		if e := b.onLoop(ctx, func() { idx, warn, err = b.cl.node.RemoveMember(id) }); e != nil {
+			return MemberChange{}, e
+		}
+		if engine.CodeOf(err) != cluster.CodeWouldLoseQuorum || try == 5 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return MemberChange{}, err
+		case <-time.After(b.opts.Cluster.TickInterval * 2):
+		}
 	}
 	if err != nil {
 		return MemberChange{}, err

@@ -28,6 +28,9 @@ const (
 	CodeChangeInFlight engine.Code = "change_in_flight"
 	// CodeRemoved: this member was removed from the cluster.
 	CodeRemoved engine.Code = "removed"
+	// CodeWouldLoseQuorum: the remaining voters that answer the leader
+	// would not be a majority of the new configuration.
+	CodeWouldLoseQuorum engine.Code = "would_lose_quorum"
 )
 
 // PromoteLag is how far (in entries) a learner's log may trail the
@@ -278,6 +281,9 @@ func (n *Node) RemoveMember(id uint64) (index uint64, warning string, err error)
 		if voters <= 1 {
 			return 0, "", badChange("id", "node %d is the last voter", id)
 		}
+		if err := n.quorumWithout(id); err != nil {
+			return 0, "", err
+		}
 		voters--
 		if voters%2 == 0 {
 			warning = fmt.Sprintf("%d voters remain: an even number tolerates no more failures than %d", voters, voters-1)
@@ -285,6 +291,33 @@ func (n *Node) RemoveMember(id uint64) (index uint64, warning string, err error)
 	}
 	idx, err := n.proposeConf(raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode, NodeID: id}}})
 	return idx, warning, err
+}
+
+// quorumWithout refuses removing voter id when the voters left that
+// answered the leader within the last election timeout (raft's
+// RecentActive, kept by CheckQuorum) are not a majority of the voters
+// left: the cluster would stop committing as soon as the change applied.
+func (n *Node) quorumWithout(id uint64) error {
+	st := n.rn.Status()
+	left, active := 0, 0
+	var down []uint64
+	for vid := range st.Config.Voters.IDs() {
+		if vid == id {
+			continue
+		}
+		left++
+		if pr, ok := st.Progress[vid]; vid == n.cfg.ID || ok && pr.RecentActive {
+			active++
+		} else {
+			down = append(down, vid)
+		}
+	}
+	if active < left/2+1 {
+		slices.Sort(down)
+		return &engine.Error{Code: CodeWouldLoseQuorum, Message: fmt.Sprintf(
+			"removing node %d would leave %d voters of which only %d answer the leader (not answering: %v): the cluster would lose its quorum; bring them back first", id, left, active, down)}
+	}
+	return nil
 }
 
 // Promote, on the leader, proposes the learner whose log has caught up

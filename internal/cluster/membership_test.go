@@ -22,12 +22,13 @@ type group struct {
 	dir   string
 	nodes map[uint64]*Node
 	now   time.Time
+	down  map[uint64]bool // neither ticks nor sends nor receives
 }
 
 func addrOf(id uint64) string { return fmt.Sprintf("127.0.0.1:%d", 7790+id) }
 
 func newGroup(t *testing.T, ids ...uint64) *group {
-	g := &group{t: t, dir: t.TempDir(), nodes: map[uint64]*Node{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := &group{t: t, dir: t.TempDir(), nodes: map[uint64]*Node{}, down: map[uint64]bool{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	addrs := map[uint64]string{}
 	for _, id := range ids {
 		addrs[id] = addrOf(id)
@@ -65,6 +66,9 @@ func (g *group) ids() []uint64 {
 func (g *group) round() {
 	var msgs []raftpb.Message
 	for _, id := range g.ids() {
+		if g.down[id] {
+			continue
+		}
 		n := g.nodes[id]
 		n.Tick()
 		if err := n.Process(); err != nil {
@@ -74,7 +78,7 @@ func (g *group) round() {
 		msgs = append(msgs, n.Outbox()...)
 	}
 	for _, m := range msgs {
-		if n := g.nodes[m.To]; n != nil {
+		if n := g.nodes[m.To]; n != nil && !g.down[m.To] {
 			n.Step(m)
 		}
 	}
@@ -401,4 +405,36 @@ func TestJoinUnderAnOldIDIsRefused(t *testing.T) {
 	if _, e := lead.AddLearner(old, addrOf(old)); e == nil {
 		t.Fatal("the old id was accepted as a new learner")
 	}
+}
+
+// Removing a voter is refused while the voters left that answer the
+// leader would not be a majority of the new configuration.
+func TestRemoveRefusedWhenQuorumWouldBeLost(t *testing.T) {
+	g := newGroup(t, 1, 2, 3)
+	lead := g.leader()
+	var f []uint64
+	for _, id := range g.ids() {
+		if id != lead.ID() {
+			f = append(f, id)
+		}
+	}
+	g.down[f[0]] = true
+	for i := 0; i < 3*10; i++ { // three election timeouts: CheckQuorum ran
+		g.round()
+	}
+	before := roles(lead.Members())
+	_, _, err := lead.RemoveMember(f[1])
+	if codeOf(err) != CodeWouldLoseQuorum || !strings.Contains(err.Error(), fmt.Sprintf("not answering: [%d]", f[0])) {
+		t.Fatalf("removing the only other live voter: %v", err)
+	}
+	g.round()
+	if got := roles(lead.Members()); got != before {
+		t.Fatalf("the refused removal changed the membership: %s", got)
+	}
+	// Removing the voter that is down keeps a live majority.
+	idx, _, err := lead.RemoveMember(f[0])
+	if err != nil {
+		t.Fatalf("removing the down voter: %v", err)
+	}
+	g.until("down voter removed", func() bool { _, a, _ := lead.Status(); return a >= idx })
 }

@@ -167,7 +167,7 @@ func writeMemberError(w http.ResponseWriter, err error) {
 		switch ee.Code {
 		case engine.CodeBadRequest:
 			status = http.StatusBadRequest
-		case cluster.CodeChangeInFlight:
+		case cluster.CodeChangeInFlight, cluster.CodeWouldLoseQuorum:
 			status = http.StatusConflict
 		}
 	}
