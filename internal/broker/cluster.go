@@ -177,7 +177,7 @@ func (b *Broker) PeerDown(id uint64) {
 	}
 	fn := func() {
 		rank := b.membershipRank(id)
-		if b.cl.node.ForgetLeader(id) {
+		if b.cl.node.Removed() == "" && b.cl.node.ForgetLeader(id) {
 			b.lg.Info("cluster: the leader's connection ended; standing for election unless another member does first", "leader", id)
 			b.cl.campaignAt = time.Now().Add(time.Duration(rank) * 3 * b.opts.Cluster.TickInterval / 2)
 			b.cl.campaigns = 3

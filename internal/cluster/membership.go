@@ -419,14 +419,22 @@ func (n *Node) applyConf(e *raftpb.Entry) (err error) {
 	}
 	if n.mem.apply(cc) {
 		n.lg.Info("cluster: membership changed", "id", n.cfg.ID, "index", e.Index, "change", raftpb.ConfChangesToString(cc.Changes), "members", n.mem.list())
-		if n.cfg.OnMembership != nil {
-			n.cfg.OnMembership(n.mem.list(), n.RemovedIDs())
-		}
+		n.memChanged = true
 	}
 	if _, ok := n.mem.members[n.cfg.ID]; !ok && n.mem.removed[n.cfg.ID] {
 		n.MarkRemoved(fmt.Sprintf("the membership change at log index %d removed it", e.Index))
 	}
 	return nil
+}
+
+// publishMembership tells OnMembership the membership once per Ready
+// that changed it: a joining member applies the bootstrap entries one by
+// one, and its transport must not follow each intermediate membership.
+func (n *Node) publishMembership() {
+	if n.memChanged && n.cfg.OnMembership != nil {
+		n.cfg.OnMembership(n.mem.list(), n.RemovedIDs())
+	}
+	n.memChanged = false
 }
 
 // isVoter says whether id is a voter in raft's configuration.

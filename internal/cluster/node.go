@@ -100,6 +100,7 @@ type Node struct {
 	confIndex  uint64 // the last conf change this leader proposed
 	removedWhy string // set once this member was removed
 	joining    bool   // started empty with Join: must be added as a learner
+	memChanged bool   // an applied conf change altered the membership
 }
 
 // ownEntry is an entry this leader decided and wrote itself.
@@ -587,6 +588,7 @@ func (n *Node) processReady(rd raft.Ready) error {
 			return err
 		}
 	}
+	n.publishMembership()
 	n.completePending()
 	n.rn.Advance(rd)
 	return nil

@@ -473,7 +473,12 @@ func (t *Transport) accept() {
 				return
 			default:
 			}
-			if err != nil {
+			t.pmu.RLock()
+			_, member := t.peers[from]
+			t.pmu.RUnlock()
+			if err != nil && member {
+				// (A connection of a peer that left the table was closed
+				// here on purpose.)
 				t.lg.Warn("cluster: dropped a peer connection", "peer", from, "remote", c.RemoteAddr().String(), "err", err)
 			}
 			if t.cfg.OnPeerDown != nil {

@@ -195,12 +195,23 @@ func (p *clusterPart) peerTable(ms []cluster.Member) map[uint64]string {
 		return nil
 	}
 	out := make(map[uint64]string, len(ms))
+	self := false
 	for _, m := range ms {
 		addr := m.Addr
 		if addr == "" {
 			addr = p.cfg.Peers[m.ID]
 		}
 		out[m.ID] = addr
+		self = self || m.ID == p.cfg.NodeID
+	}
+	if !self && p.retired.Load() == nil {
+		// Joining, not added yet: the log so far is a prefix of the
+		// membership; keep talking to the members --peers names.
+		for id, addr := range p.cfg.Peers {
+			if _, ok := out[id]; !ok {
+				out[id] = addr
+			}
+		}
 	}
 	return out
 }
