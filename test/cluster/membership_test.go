@@ -101,6 +101,21 @@ func TestReplaceMembersUnderLoad(t *testing.T) {
 	}
 	n4 := &node{id: 4, dir: filepath.Join(t.TempDir(), "data4"), http: testbin.FreeAddr(t), admin: testbin.FreeAddr(t), peerAddr: testbin.FreeAddr(t)}
 
+	// CHRONOQ_MEMBER_PRELOAD=N puts N jobs first, so that node 4 has a
+	// longer log to catch up with (the catch-up time is logged).
+	preload := envInt("CHRONOQ_MEMBER_PRELOAD", 0)
+	var pwg sync.WaitGroup
+	for p := 0; p < 16 && preload > 0; p++ {
+		pwg.Add(1)
+		go func(p int) {
+			defer pwg.Done()
+			for i := p; i < preload; i += 16 {
+				post(lead.http, "/v1/ns/default/queues/pre/jobs", map[string]any{"payload": strings.Repeat("x", 100)})
+			}
+		}(p)
+	}
+	pwg.Wait()
+
 	// Put load through every live node, recording what was acknowledged.
 	var (
 		mu    sync.Mutex
