@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,5 +42,26 @@ func TestSettingsPrecedence(t *testing.T) {
 	fs2.Parse(nil)
 	if err := applyEnvAndConfig(fs2, cfg); err == nil || !strings.Contains(err.Error(), "no-such-setting") {
 		t.Fatalf("unknown config key: %v", err)
+	}
+}
+
+// --join belongs to a cluster member: alone it is refused, and it reaches
+// the server's cluster configuration.
+func TestServeJoinFlag(t *testing.T) {
+	err := serve([]string{"--data", t.TempDir(), "--beanstalk", "", "--join"})
+	if err == nil || !strings.Contains(err.Error(), "--join need") {
+		t.Fatalf("--join without --node-id/--peers: %v", err)
+	}
+	var c serveConfig
+	fs, _ := serveFlags(&c)
+	if err := fs.Parse([]string{"--node-id", "4", "--peers", "1=127.0.0.1:1,4=127.0.0.1:4", "--join"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.config(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cluster == nil || !cfg.Cluster.Join || cfg.Cluster.NodeID != 4 {
+		t.Fatalf("cluster config %+v", cfg.Cluster)
 	}
 }

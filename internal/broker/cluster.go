@@ -32,6 +32,16 @@ type ClusterOptions struct {
 	// OnCommit, when set, is told how long each batch that wrote waited
 	// from being decided on the leader to being committed.
 	OnCommit func(d time.Duration)
+	// Addrs are the peer addresses of Peers (written into the bootstrap
+	// entries); Join makes a fresh member wait to be added instead of
+	// bootstrapping (cluster_members.go).
+	Addrs map[uint64]string
+	Join  bool
+	// OnMembership, when set, is told on the loop about every applied
+	// membership change (the transport follows it); OnRemoved once this
+	// member was removed from the cluster.
+	OnMembership func(members []cluster.Member, removed []uint64)
+	OnRemoved    func(why string)
 }
 
 // Transport carries raft messages between members.
@@ -61,6 +71,8 @@ type clusterState struct {
 	// leaderLost is when the member last stopped knowing a leader (unix
 	// ns; read off the loop by the server's forwarding).
 	leaderLost atomic.Int64
+	removedWhy atomic.Pointer[string] // set once this member was removed
+	isMember   atomic.Bool            // the membership holds this member
 }
 
 // heldRequest waits for a new leader to catch up with the log (at most
@@ -97,6 +109,14 @@ type ClusterStatus struct {
 	// started; Proposals the entries it proposed as leader.
 	LeaderChanges uint64 `json:"leader_changes"`
 	Proposals     uint64 `json:"proposals"`
+	// Members is the membership this member applied (cluster_members.go);
+	// Learners the ids among them that do not vote yet; ChangeIndex the
+	// log index of a membership change proposed here and not applied yet;
+	// Removed why this member no longer takes part ("" while it does).
+	Members     []ClusterMember `json:"members,omitempty"`
+	Learners    []uint64        `json:"learners,omitempty"`
+	ChangeIndex uint64          `json:"change_index,omitempty"`
+	Removed     string          `json:"removed,omitempty"`
 }
 
 func (b *Broker) openCluster() error {
@@ -120,11 +140,19 @@ func (b *Broker) openCluster() error {
 		Logger:    b.lg,
 		SendEarly: co.Transport.Send,
 		OnEntry:   b.onEntry,
+		Addrs:     co.Addrs,
+		Join:      co.Join,
+		OnMembership: func(ms []cluster.Member, removed []uint64) {
+			if co.OnMembership != nil {
+				co.OnMembership(ms, removed)
+			}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	b.cl = &clusterState{node: node, inbox: make(chan raftpb.Message, 4096), tr: co.Transport, status: make(chan chan ClusterStatus), ctl: make(chan func())}
+	b.publishMembership()
 	b.log = node.Log()
 	b.eng = node.Engine()
 	// The hub follows the log (cluster_channels.go).
@@ -154,14 +182,9 @@ func (b *Broker) PeerDown(id uint64) {
 	if b.cl == nil {
 		return
 	}
-	rank := 0
-	for _, p := range b.opts.Cluster.Peers {
-		if p != id && p < b.opts.Cluster.ID {
-			rank++
-		}
-	}
 	fn := func() {
-		if b.cl.node.ForgetLeader(id) {
+		rank := b.membershipRank(id)
+		if b.cl.node.Removed() == "" && b.cl.node.ForgetLeader(id) {
 			b.lg.Info("cluster: the leader's connection ended; standing for election unless another member does first", "leader", id)
 			b.cl.campaignAt = time.Now().Add(time.Duration(rank) * 3 * b.opts.Cluster.TickInterval / 2)
 			b.cl.campaigns = 3
@@ -275,13 +298,18 @@ func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 
 func (b *Broker) clusterStatus() ClusterStatus {
 	st, applied, _ := b.cl.node.Status()
-	return ClusterStatus{ID: st.ID, Role: strings.TrimPrefix(st.RaftState.String(), "State"), Term: st.Term, Leader: st.Lead,
+	cs := ClusterStatus{ID: st.ID, Role: strings.TrimPrefix(st.RaftState.String(), "State"), Term: st.Term, Leader: st.Lead,
 		Commit: st.Commit, Applied: applied, Match: b.cl.node.Progress(),
 		LeaderChanges: b.cl.leaderChanges, Proposals: b.cl.node.Proposals()}
+	b.statusMembers(&cs)
+	return cs
 }
 
 // clusterReady is Ready for a member: it must know a leader.
 func (b *Broker) clusterReady() error {
+	if err := b.membershipReady(); err != nil {
+		return err
+	}
 	if b.cl.lead.Load() == 0 {
 		return &engine.Error{Code: CodeNoQuorum, Message: "this node knows no leader: no quorum is reachable"}
 	}
@@ -425,6 +453,7 @@ func (b *Broker) clusterProcess() {
 	if err := cl.node.Process(); err != nil {
 		b.fail(err)
 	}
+	b.publishMembership()
 	if out := cl.node.Outbox(); len(out) > 0 {
 		cl.tr.Send(out)
 	}

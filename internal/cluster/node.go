@@ -59,6 +59,16 @@ type Config struct {
 	// is applied: the broker hands durable channel publications to its
 	// hub there.
 	OnEntry func(index uint64, ent *engine.Entry)
+	// Addrs are the peer addresses of Peers: a fresh member writes them
+	// into its bootstrap entries (membership.go).
+	Addrs map[uint64]string
+	// Join makes a fresh member wait to be added by the leader instead of
+	// bootstrapping a configuration of its own (ignored once the log holds
+	// raft state).
+	Join bool
+	// OnMembership, when set, is called on the member's goroutine with
+	// the members whenever an applied conf change altered them.
+	OnMembership func(members []Member, removed []uint64)
 }
 
 // Node is one member: its log (the raft log), its raft.RawNode and its
@@ -90,6 +100,12 @@ type Node struct {
 	confApplied uint64
 	readSeq     uint64 // ReadIndex request contexts
 	proposals   uint64 // entries this member proposed as leader
+	// Membership (membership.go).
+	mem        membership
+	confIndex  uint64 // the last conf change this leader proposed
+	removedWhy string // set once this member was removed
+	joining    bool   // started empty with Join: must be added as a learner
+	memChanged bool   // an applied conf change altered the membership
 }
 
 // ownEntry is an entry this leader decided and wrote itself.
@@ -146,6 +162,11 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	fresh := len(rl.Entries) == 0 && !rl.HasState
+	mem, err := loadMembership(rl)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:            cfg.ID,
 		ElectionTick:  cfg.ElectionTick,
@@ -161,27 +182,36 @@ func Open(cfg Config) (*Node, error) {
 		// A follower's engine must never decide: proposals are refused
 		// there, not forwarded.
 		DisableProposalForwarding: true,
-		Logger:                    discardRaftLogger{},
+		// A leader that a conf change removed must not go on leading.
+		StepDownOnRemoval: true,
+		Logger:            discardRaftLogger{},
 	})
 	if err != nil {
 		log.Close()
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
-	if fresh {
+	if fresh && !cfg.Join {
 		if len(cfg.Peers) == 0 {
 			log.Close()
 			return nil, errors.New("cluster: a fresh member needs its peers")
 		}
 		peers := make([]raft.Peer, len(cfg.Peers))
 		for i, id := range cfg.Peers {
-			peers[i] = raft.Peer{ID: id}
+			// Every member bootstraps the same entries from the same
+			// --peers: the addresses travel with the membership.
+			peers[i] = raft.Peer{ID: id, Context: encodeConfContext(cfg.Addrs[id])}
+			mem.apply(raftpb.ConfChange{Type: raftpb.ConfChangeAddNode, NodeID: id, Context: peers[i].Context}.AsV2())
 		}
 		if err := rn.Bootstrap(peers); err != nil {
 			log.Close()
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
-	n := &Node{cfg: cfg, lg: cfg.Logger, log: log, store: store, rn: rn, own: map[uint64]ownEntry{}}
+	n := &Node{cfg: cfg, lg: cfg.Logger, log: log, store: store, rn: rn, own: map[uint64]ownEntry{}, mem: mem}
+	if mem.removed[cfg.ID] {
+		n.removedWhy = "its log holds its removal"
+	}
+	n.joining = fresh && cfg.Join
 	n.lastIndex, _ = store.LastIndex()
 	n.sink.n = n
 	n.newEngine()
@@ -229,7 +259,7 @@ func (n *Node) TransferTo(to uint64) bool {
 	if !n.leader || to == n.cfg.ID {
 		return false
 	}
-	if _, ok := n.Progress()[to]; !ok {
+	if !n.isVoter(to) {
 		return false
 	}
 	n.rn.TransferLeader(to)
@@ -245,7 +275,7 @@ func (n *Node) TransferLeadership() uint64 {
 	}
 	var best, match uint64
 	for id, m := range n.Progress() {
-		if id != n.cfg.ID && (best == 0 || m > match) {
+		if id != n.cfg.ID && n.isVoter(id) && (best == 0 || m > match) {
 			best, match = id, m
 		}
 	}
@@ -276,7 +306,11 @@ func (n *Node) Proposals() uint64 { return n.proposals }
 func (n *Node) Failed() error { return n.failed }
 
 // Tick advances raft's logical clock by one tick.
-func (n *Node) Tick() { n.rn.Tick() }
+func (n *Node) Tick() {
+	if n.removedWhy == "" {
+		n.rn.Tick()
+	}
+}
 
 // ForgetLeader makes a follower forget leader id (when its connection
 // dropped, say), so that it grants pre-votes at once instead of waiting
@@ -289,18 +323,46 @@ func (n *Node) ForgetLeader(id uint64) bool {
 }
 
 // Campaign makes the member stand for election now.
-func (n *Node) Campaign() error { return n.rn.Campaign() }
+func (n *Node) Campaign() error {
+	if n.removedWhy != "" {
+		return errors.New("cluster: this node was removed from the cluster")
+	}
+	return n.rn.Campaign()
+}
 
 // Step hands raft a message from a peer. Messages raft does not accept
 // (from an unknown peer, say) are dropped: they change nothing.
-func (n *Node) Step(m raftpb.Message) error {
+func (n *Node) Step(m raftpb.Message) (err error) {
 	if n.failed != nil {
 		return n.failed
 	}
+	if n.removedWhy != "" {
+		return fmt.Errorf("cluster: this node was removed from the cluster (%s): refusing %s from %d", n.removedWhy, m.Type, m.From)
+	}
+	defer n.recoverStep(m, &err)
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
 	}
 	return nil
+}
+
+// recoverStep turns a raft panic on a peer's message into a stopped
+// member: raft panics when a leader says entries are committed that this
+// log does not hold — a member whose data directory was lost and came
+// back under its old id (membership.go).
+func (n *Node) recoverStep(m raftpb.Message, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	e := fmt.Errorf("raft stopped on %s from node %d: %v: this node's log lacks entries the cluster says it holds "+
+		"(was its data directory lost? replace it under a new id: docs/cluster.md)", m.Type, m.From, r)
+	if n.joining {
+		e = fmt.Errorf("node %d started with --join and an empty data directory, but the cluster counts it as a voter holding entries (%v): "+
+			"its id belonged to an earlier member; replace a member that lost its data under a new id (docs/cluster.md)", n.cfg.ID, r)
+	}
+	n.fail(e)
+	*err = e
 }
 
 // Outbox returns and clears the messages to send.
@@ -348,6 +410,9 @@ func (n *Node) CatchingUp() bool {
 func (n *Node) CanExec() error {
 	if n.failed != nil {
 		return unavailable("this cluster member stopped: %v", n.failed)
+	}
+	if n.removedWhy != "" {
+		return &engine.Error{Code: CodeRemoved, Message: "this node was removed from the cluster"}
 	}
 	st := n.rn.BasicStatus()
 	if !n.leader || st.RaftState != raft.StateLeader || st.Term != n.leaderTerm {
@@ -528,6 +593,7 @@ func (n *Node) processReady(rd raft.Ready) error {
 			return err
 		}
 	}
+	n.publishMembership()
 	n.completePending()
 	n.rn.Advance(rd)
 	return nil
@@ -594,23 +660,9 @@ func (n *Node) apply(e *raftpb.Entry) error {
 		return fmt.Errorf("committed entry %d follows applied entry %d", e.Index, n.applied)
 	}
 	switch e.Type {
-	case raftpb.EntryConfChange:
-		var cc raftpb.ConfChange
-		if err := cc.Unmarshal(e.Data); err != nil {
-			return fmt.Errorf("entry %d: decode conf change: %w", e.Index, err)
-		}
-		if n.rn != nil && e.Index > n.confApplied {
-			n.rn.ApplyConfChange(cc)
-			n.confApplied = e.Index
-		}
-	case raftpb.EntryConfChangeV2:
-		var cc raftpb.ConfChangeV2
-		if err := cc.Unmarshal(e.Data); err != nil {
-			return fmt.Errorf("entry %d: decode conf change: %w", e.Index, err)
-		}
-		if e.Index > n.confApplied {
-			n.rn.ApplyConfChange(cc)
-			n.confApplied = e.Index
+	case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+		if err := n.applyConf(e); err != nil {
+			return err
 		}
 	case raftpb.EntryNormal:
 		if len(e.Data) == 0 {

@@ -53,6 +53,10 @@ type simMember struct {
 	n         *Node
 	skew      int64 // ms added to the global clock
 	downUntil int64 // 0 while up
+	join      bool  // added by a membership change (sim_members_test.go)
+	gone      bool  // removed from the group and closed
+	// The leader was seen holding it as a learner, as a voter.
+	sawLearner, sawVoter bool
 }
 
 type held struct {
@@ -81,11 +85,13 @@ type sim struct {
 	err        error
 	stats      simStats
 	faultsOn   bool // the current step injects faults
+	membership bool // members are added and removed (sim_members_test.go)
 }
 
 type simStats struct {
 	puts, takes, acks, crashes, partitions, leaderChanges int
 	acknowledged                                          int // proposals that committed and were answered
+	added, promoted, removed                              int // membership changes applied
 }
 
 type simOp struct {
@@ -122,6 +128,7 @@ func (s *sim) open(m *simMember) error {
 	cfg := Config{
 		ID:    m.id,
 		Peers: []uint64{1, 2, 3},
+		Join:  m.join,
 		Dir:   m.dir,
 		WAL:   wal.Options{Sync: wal.SyncNever, SegmentSize: 256 << 10, Logger: quiet},
 		Engine: engine.Options{
@@ -173,7 +180,7 @@ func newSim(seed uint64, dir string) (*sim, error) {
 
 func (s *sim) leader() *simMember {
 	for _, m := range s.members {
-		if m.downUntil == 0 && m.n.CanExec() == nil {
+		if !m.gone && m.downUntil == 0 && m.n.CanExec() == nil {
 			return m
 		}
 	}
@@ -205,15 +212,15 @@ func (s *sim) step(faults, ops bool) {
 		switch r := s.rng.IntN(1000); {
 		case r < 4: // isolate one member
 			clear(s.cut)
-			x := uint64(s.rng.IntN(3) + 1)
-			for id := uint64(1); id <= 3; id++ {
+			x := uint64(s.rng.IntN(len(s.members)) + 1)
+			for id := uint64(1); id <= uint64(len(s.members)); id++ {
 				if id != x {
 					s.cut[[2]uint64{x, id}], s.cut[[2]uint64{id, x}] = true, true
 				}
 			}
 			s.stats.partitions++
 		case r < 8: // a one-way cut
-			a, b := uint64(s.rng.IntN(3)+1), uint64(s.rng.IntN(3)+1)
+			a, b := uint64(s.rng.IntN(len(s.members))+1), uint64(s.rng.IntN(len(s.members))+1)
 			if a != b {
 				s.cut[[2]uint64{a, b}] = true
 				s.stats.partitions++
@@ -221,13 +228,13 @@ func (s *sim) step(faults, ops bool) {
 		case r < 14:
 			clear(s.cut)
 		case r < 17:
-			if m := s.members[s.rng.IntN(3)]; m.downUntil == 0 {
+			if m := s.members[s.rng.IntN(len(s.members))]; m.downUntil == 0 && !m.gone {
 				s.crash(m)
 			}
 		}
 	}
 	for _, m := range s.members {
-		if m.downUntil != 0 && m.downUntil <= s.g {
+		if !m.gone && m.downUntil != 0 && m.downUntil <= s.g {
 			if err := s.open(m); err != nil {
 				s.failf("member %d: restart: %v", m.id, err)
 				return
@@ -248,7 +255,7 @@ func (s *sim) step(faults, ops bool) {
 	s.msgs = keep
 	for _, mm := range due {
 		to := s.members[mm.m.To-1]
-		if to.downUntil != 0 || s.cut[[2]uint64{mm.m.From, mm.m.To}] {
+		if to.gone || to.downUntil != 0 || s.cut[[2]uint64{mm.m.From, mm.m.To}] {
 			continue
 		}
 		if err := to.n.Step(mm.m); err != nil && to.n.Failed() == nil {
@@ -256,7 +263,7 @@ func (s *sim) step(faults, ops bool) {
 		}
 	}
 	for _, m := range s.members {
-		if m.downUntil != 0 {
+		if m.gone || m.downUntil != 0 {
 			continue
 		}
 		if (s.g/simStepMS)%2 == 0 {
@@ -268,12 +275,15 @@ func (s *sim) step(faults, ops bool) {
 		s.client(faults)
 	}
 	for _, m := range s.members {
-		if m.downUntil == 0 {
+		if !m.gone && m.downUntil == 0 {
 			s.process(m)
 			s.send(m, faults)
 		}
 	}
 	s.collect()
+	if s.membership {
+		s.followMembers()
+	}
 }
 
 func (s *sim) process(m *simMember) {
@@ -305,6 +315,10 @@ func (s *sim) queue(msgs []raftpb.Message, faults bool) {
 func (s *sim) client(faults bool) {
 	m := s.leader()
 	if m == nil || s.rng.IntN(3) == 0 {
+		return
+	}
+	if s.membership && s.rng.IntN(150) == 0 {
+		s.changeMembers(m)
 		return
 	}
 	now := s.now(m)
@@ -434,7 +448,7 @@ func (s *sim) finish() {
 	clear(s.cut)
 	for i := 0; i < 2000 && s.err == nil; i++ {
 		for _, m := range s.members {
-			if m.downUntil != 0 {
+			if m.downUntil != 0 && !m.gone {
 				m.downUntil = s.g // restart now
 			}
 		}
@@ -457,6 +471,9 @@ func (s *sim) finish() {
 		return
 	}
 	for _, m := range s.members {
+		if m.gone {
+			continue
+		}
 		for _, a := range s.acked {
 			term, err := m.n.store.Term(a[0])
 			if err != nil || term != a[1] {
@@ -484,22 +501,26 @@ func (s *sim) finish() {
 
 func (s *sim) converged() bool {
 	var applied uint64
-	for i, m := range s.members {
+	first := true
+	for _, m := range s.members {
+		if m.gone {
+			continue
+		}
 		if m.downUntil != 0 || m.n.Failed() != nil {
 			return false
 		}
 		st, a, ahead := m.n.Status()
-		if a != st.Commit || ahead != a || (i > 0 && a != applied) {
+		if a != st.Commit || ahead != a || (!first && a != applied) {
 			return false
 		}
-		applied = a
+		applied, first = a, false
 	}
 	return s.leader() != nil && len(s.inflight) == 0
 }
 
 func (s *sim) close() {
 	for _, m := range s.members {
-		if m.downUntil == 0 {
+		if m.downUntil == 0 && !m.gone {
 			m.n.Close()
 		}
 	}
@@ -508,6 +529,10 @@ func (s *sim) close() {
 // runSim runs one seed for the given number of steps and returns the first
 // broken property.
 func runSim(t *testing.T, seed uint64, steps int, dir string) (simStats, error) {
+	return runSimWith(t, seed, steps, dir, false)
+}
+
+func runSimWith(t *testing.T, seed uint64, steps int, dir string, membership bool) (simStats, error) {
 	// Nearly every entry raft or a rebuild reads comes back from the log.
 	defer func(n int) { cacheEntries = n }(cacheEntries)
 	cacheEntries = 8
@@ -518,6 +543,7 @@ func runSim(t *testing.T, seed uint64, steps int, dir string) (simStats, error) 
 	if err != nil {
 		return simStats{}, err
 	}
+	s.membership = membership
 	defer s.close()
 	for i := 0; i < steps && s.err == nil; i++ {
 		s.step(true, true)

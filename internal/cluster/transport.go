@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -32,7 +33,8 @@ import (
 //	client → server: magic, group u64, from u64, to u64, nonceC (32),
 //	                 advertise (u16 length, bytes: the client's HTTP URL),
 //	                 macC = HMAC(secret, "client" ‖ nonceS ‖ nonceC ‖ group ‖ from ‖ to ‖ advertise)
-//	server → client: status byte (0 ok, 1 refused) then
+//	server → client: status byte (0 ok, 1 refused, 2 refused: the client
+//	                 was removed from the cluster) then
 //	                 macS = HMAC(secret, "server" ‖ nonceC ‖ nonceS ‖ group ‖ from ‖ to)
 //	                 or, when refused, u16 length and the reason
 //	then client → server: frames of u32 length ‖ raftpb.Message
@@ -67,7 +69,10 @@ type TransportConfig struct {
 	// ends (a killed process closes it at once): a failure detector
 	// faster than raft's election timeout.
 	OnPeerDown func(id uint64)
-	Logger     *slog.Logger
+	// OnRemoved, when set, is told (once) that a peer refused this member
+	// because the cluster removed it (membership.go).
+	OnRemoved func(reason string)
+	Logger    *slog.Logger
 	// TLS, when set, turns on mutual TLS for every peer connection. It is
 	// called for each new connection (so a reloaded certificate applies
 	// to the next connection) and gives the accepting side's config:
@@ -82,15 +87,22 @@ type TransportConfig struct {
 // send. Send never blocks: a peer that cannot keep up loses messages,
 // which raft retransmits.
 type Transport struct {
-	cfg   TransportConfig
-	ln    net.Listener
-	lg    *slog.Logger
-	peers map[uint64]*peerOut
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	cfg  TransportConfig
+	ln   net.Listener
+	lg   *slog.Logger
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	// The peer table changes with the membership (UpdatePeers).
+	pmu     sync.RWMutex
+	peers   map[uint64]*peerOut
+	removed map[uint64]bool // ids the cluster removed: refused as such
+	retired string          // set once this member was removed
+	told    atomic.Bool     // OnRemoved was called
 
 	mu        sync.Mutex
 	conns     map[net.Conn]struct{}
+	inbound   map[net.Conn]uint64 // accepted connections by sending peer
 	advertise map[uint64]string
 	refused   map[string]time.Time // remote host and reason → last refusal logged
 }
@@ -99,6 +111,7 @@ type peerOut struct {
 	id   uint64
 	addr string
 	q    chan raftpb.Message
+	quit chan struct{} // closed when the peer leaves the table
 }
 
 // NewTransport starts listening.
@@ -120,16 +133,12 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen for peers on %s: %w", listen, err)
 	}
-	t := &Transport{cfg: cfg, ln: ln, lg: cfg.Logger, peers: map[uint64]*peerOut{}, stop: make(chan struct{}),
-		conns: map[net.Conn]struct{}{}, advertise: map[uint64]string{}, refused: map[string]time.Time{}}
+	t := &Transport{cfg: cfg, ln: ln, lg: cfg.Logger, peers: map[uint64]*peerOut{}, removed: map[uint64]bool{}, stop: make(chan struct{}),
+		conns: map[net.Conn]struct{}{}, inbound: map[net.Conn]uint64{}, advertise: map[uint64]string{}, refused: map[string]time.Time{}}
 	for id, addr := range cfg.Peers {
-		if id == cfg.ID {
-			continue
+		if id != cfg.ID {
+			t.addPeer(id, addr)
 		}
-		p := &peerOut{id: id, addr: addr, q: make(chan raftpb.Message, peerQueue)}
-		t.peers[id] = p
-		t.wg.Add(1)
-		go t.sender(p)
 	}
 	t.wg.Add(1)
 	go t.accept()
@@ -148,6 +157,8 @@ func (t *Transport) Advertised(id uint64) string {
 
 // Send queues messages for their peers.
 func (t *Transport) Send(msgs []raftpb.Message) {
+	t.pmu.RLock()
+	defer t.pmu.RUnlock()
 	for _, m := range msgs {
 		p := t.peers[m.To]
 		if p == nil {
@@ -163,12 +174,16 @@ func (t *Transport) Send(msgs []raftpb.Message) {
 // Close stops listening, closes every connection and waits for the
 // transport's goroutines.
 func (t *Transport) Close() error {
+	// Under pmu: UpdatePeers starts no sender once stop is closed.
+	t.pmu.Lock()
 	select {
 	case <-t.stop:
+		t.pmu.Unlock()
 		return nil
 	default:
 	}
 	close(t.stop)
+	t.pmu.Unlock()
 	err := t.ln.Close()
 	t.mu.Lock()
 	for c := range t.conns {
@@ -237,6 +252,7 @@ func (t *Transport) tlsHandshake(c *tls.Conn) error {
 func (t *Transport) untrack(c net.Conn) {
 	t.mu.Lock()
 	delete(t.conns, c)
+	delete(t.inbound, c)
 	t.mu.Unlock()
 	c.Close()
 }
@@ -262,8 +278,23 @@ func (t *Transport) sender(p *peerOut) {
 		c, err := t.dial(p)
 		if err != nil {
 			t.lg.Debug("cluster: cannot reach peer", "peer", p.id, "addr", p.addr, "err", err)
+			var rm *removedErr
+			if errors.As(err, &rm) {
+				if t.told.CompareAndSwap(false, true) && t.cfg.OnRemoved != nil {
+					t.cfg.OnRemoved(rm.reason)
+				}
+			}
+			var rf *refusal
+			if errors.As(err, &rf) {
+				// A refusal is a configuration problem (a node started
+				// with --join that no one added, say): say so, once a
+				// minute.
+				t.warnLimited(fmt.Sprintf("peer %d %s", p.id, rf.reason), "cluster: a peer refuses this node", "peer", p.id, "addr", p.addr, "reason", rf.reason)
+			}
 			select {
 			case <-t.stop:
+				return
+			case <-p.quit:
 				return
 			case <-time.After(backoff):
 			}
@@ -278,7 +309,7 @@ func (t *Transport) sender(p *peerOut) {
 		err = t.pump(c, p)
 		t.untrack(c)
 		if err == nil {
-			return // stopping
+			return // stopping, or the peer left the table
 		}
 		t.lg.Debug("cluster: peer connection lost", "peer", p.id, "err", err)
 	}
@@ -346,7 +377,10 @@ func (t *Transport) clientHandshake(c net.Conn, to uint64) error {
 		io.ReadFull(c, n[:])
 		reason := make([]byte, min(binary.LittleEndian.Uint16(n[:]), 512))
 		io.ReadFull(c, reason)
-		return fmt.Errorf("peer %d refused this node: %s", to, reason)
+		if st[0] == 2 {
+			return &removedErr{fmt.Sprintf("peer %d: %s", to, reason)}
+		}
+		return &refusal{fmt.Sprintf("refused this node: %s", reason)}
 	}
 	macS := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(c, macS); err != nil {
@@ -365,6 +399,8 @@ func (t *Transport) pump(c net.Conn, p *peerOut) error {
 		var m raftpb.Message
 		select {
 		case <-t.stop:
+			return nil
+		case <-p.quit:
 			return nil
 		case m = <-p.q:
 		}
@@ -428,13 +464,21 @@ func (t *Transport) accept() {
 				t.refuse(c, err)
 				return
 			}
+			if !t.inboundFrom(c, from) {
+				return // removed meanwhile
+			}
 			err = t.receive(c, from)
 			select {
 			case <-t.stop:
 				return
 			default:
 			}
-			if err != nil {
+			t.pmu.RLock()
+			_, member := t.peers[from]
+			t.pmu.RUnlock()
+			if err != nil && member {
+				// (A connection of a peer that left the table was closed
+				// here on purpose.)
 				t.lg.Warn("cluster: dropped a peer connection", "peer", from, "remote", c.RemoteAddr().String(), "err", err)
 			}
 			if t.cfg.OnPeerDown != nil {
@@ -448,7 +492,11 @@ func (t *Transport) accept() {
 // and reason: a misconfigured peer retries all the time).
 func (t *Transport) refuse(c net.Conn, err error) {
 	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-	key := host + " " + err.Error()
+	t.warnLimited(host+" "+err.Error(), "cluster: refused a peer connection", "remote", c.RemoteAddr().String(), "err", err)
+}
+
+// warnLimited logs msg at most once a minute per key.
+func (t *Transport) warnLimited(key, msg string, args ...any) {
 	t.mu.Lock()
 	last := t.refused[key]
 	log := time.Since(last) > time.Minute
@@ -460,13 +508,18 @@ func (t *Transport) refuse(c net.Conn, err error) {
 	}
 	t.mu.Unlock()
 	if log {
-		t.lg.Warn("cluster: refused a peer connection", "remote", c.RemoteAddr().String(), "err", err)
+		t.lg.Warn(msg, args...)
 	}
 }
 
 type refusal struct{ reason string }
 
 func (r *refusal) Error() string { return r.reason }
+
+// removedErr is a peer's answer that the cluster removed this member.
+type removedErr struct{ reason string }
+
+func (r *removedErr) Error() string { return r.reason }
 
 func (t *Transport) serverHandshake(c net.Conn) (uint64, error) {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
@@ -497,12 +550,7 @@ func (t *Transport) serverHandshake(c net.Conn) (uint64, error) {
 		return 0, fmt.Errorf("read handshake: %w", err)
 	}
 	adv, macC := rest[:advLen], rest[advLen:]
-	answer := func(reason string) error {
-		b := append([]byte{1}, 0, 0)
-		binary.LittleEndian.PutUint16(b[1:], uint16(len(reason)))
-		c.Write(append(b, reason...))
-		return &refusal{reason}
-	}
+	answer := func(reason string) error { return t.answerRefusal(c, 1, reason) }
 	if !hmac.Equal(macC, t.mac("client", nonceS, nonceC, group, from, to, adv)) {
 		return 0, answer("wrong cluster secret")
 	}
@@ -512,8 +560,18 @@ func (t *Transport) serverHandshake(c net.Conn) (uint64, error) {
 	if to != t.cfg.ID {
 		return 0, answer(fmt.Sprintf("dialled node %d, this is node %d: check --peers", to, t.cfg.ID))
 	}
-	if _, ok := t.peers[from]; !ok {
-		return 0, answer(fmt.Sprintf("node %d is not among this node's peers", from))
+	t.pmu.RLock()
+	_, known := t.peers[from]
+	removed, retired := t.removed[from], t.retired
+	t.pmu.RUnlock()
+	switch {
+	case retired != "":
+		return 0, answer(fmt.Sprintf("node %d was removed from the cluster and takes no part in it", t.cfg.ID))
+	case removed:
+		return 0, t.answerRefusal(c, 2, fmt.Sprintf("node %d was removed from the cluster", from))
+	case !known:
+		return 0, answer(fmt.Sprintf("node %d is not a member of this cluster as node %d knows it (its membership, or its --peers while it joins): "+
+			"add it with chronoq cluster add %d PEER_ADDR, and give a joining node every current member in --peers", from, t.cfg.ID, from))
 	}
 	if _, err := c.Write(append([]byte{0}, t.mac("server", nonceC, nonceS, group, from, to, nil)...)); err != nil {
 		return 0, err
@@ -522,6 +580,121 @@ func (t *Transport) serverHandshake(c net.Conn) (uint64, error) {
 	t.advertise[from] = string(adv)
 	t.mu.Unlock()
 	return from, nil
+}
+
+// answerRefusal tells a dialling peer why it is refused (status 1, or 2:
+// it was removed from the cluster).
+func (t *Transport) answerRefusal(c net.Conn, status byte, reason string) error {
+	b := append([]byte{status}, 0, 0)
+	binary.LittleEndian.PutUint16(b[1:], uint16(len(reason)))
+	c.Write(append(b, reason...))
+	return &refusal{reason}
+}
+
+// inboundFrom records that accepted connection c carries peer from's
+// messages, unless from left the table meanwhile.
+func (t *Transport) inboundFrom(c net.Conn, from uint64) bool {
+	t.pmu.RLock()
+	_, ok := t.peers[from]
+	t.pmu.RUnlock()
+	if !ok {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.inbound[c] = from
+	return true
+}
+
+// addPeer starts sending to member id at addr; pmu held or not yet shared.
+func (t *Transport) addPeer(id uint64, addr string) {
+	p := &peerOut{id: id, addr: addr, q: make(chan raftpb.Message, peerQueue), quit: make(chan struct{})}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.sender(p)
+}
+
+// dropPeer stops sending to member id and closes the connections it sends
+// on; pmu held.
+func (t *Transport) dropPeer(id uint64) {
+	if p := t.peers[id]; p != nil {
+		close(p.quit)
+		delete(t.peers, id)
+	}
+	t.mu.Lock()
+	for c, from := range t.inbound {
+		if from == id {
+			c.Close()
+			delete(t.inbound, c)
+		}
+	}
+	t.mu.Unlock()
+}
+
+// UpdatePeers makes the peer table the membership: members (id → peer
+// address, this member included or not) are sent to, the others are
+// dropped, and removed ids are refused as removed when they dial. An
+// empty members leaves the table as it is (a joining member knows only
+// its --peers until the log tells it the membership).
+func (t *Transport) UpdatePeers(members map[uint64]string, removed []uint64) {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	select {
+	case <-t.stop:
+		return
+	default:
+	}
+	for _, id := range removed {
+		t.removed[id] = true
+	}
+	if len(members) == 0 || t.retired != "" {
+		return
+	}
+	for id, p := range t.peers {
+		if addr, ok := members[id]; !ok || (addr != "" && addr != p.addr) {
+			t.dropPeer(id)
+		}
+	}
+	for id, addr := range members {
+		if id == t.cfg.ID || addr == "" {
+			continue
+		}
+		if _, ok := t.peers[id]; !ok {
+			t.addPeer(id, addr)
+		}
+	}
+}
+
+// Peers is the peer table: member id → the address sent to.
+func (t *Transport) Peers() map[uint64]string {
+	t.pmu.RLock()
+	defer t.pmu.RUnlock()
+	out := make(map[uint64]string, len(t.peers))
+	for id, p := range t.peers {
+		out[id] = p.addr
+	}
+	return out
+}
+
+// Retire stops all raft traffic of a member the cluster removed: nothing
+// is sent any more, open peer connections close, and peers that dial are
+// told this member was removed.
+func (t *Transport) Retire(why string) {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	if t.retired != "" {
+		return
+	}
+	t.retired = why
+	for id := range t.peers {
+		t.dropPeer(id)
+	}
+	t.mu.Lock()
+	for c := range t.inbound {
+		c.Close()
+	}
+	clear(t.inbound)
+	t.mu.Unlock()
 }
 
 func (t *Transport) receive(c net.Conn, from uint64) error {

@@ -134,8 +134,78 @@ func TestTransportRefusesWrongSecretAndStrangers(t *testing.T) {
 		t3.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: 3, To: 2, Term: 1}})
 		time.Sleep(10 * time.Millisecond)
 	}
-	waitFor(t, "the unknown peer to be refused", func() bool { return strings.Contains(log2.String(), "node 3 is not among this node's peers") })
+	waitFor(t, "the unknown peer to be refused", func() bool { return strings.Contains(log2.String(), "node 3 is not a member of this cluster") })
 	if in2.count() != 0 {
 		t.Fatalf("a message from an unknown node was delivered")
+	}
+}
+
+// The peer table follows the membership: a member added later is sent to
+// and accepted; a removed one is dropped, refused as removed (and told
+// so), and a retired member refuses everyone.
+func TestTransportPeerTableChanges(t *testing.T) {
+	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t)}
+	addr3 := freeAddr(t)
+	var in1, in2, in3 inbox
+	t1 := startTransport(t, 1, peers, "the-right-secret", &in1, nil)
+	t2 := startTransport(t, 2, peers, "the-right-secret", &in2, nil)
+	// Node 3 joins knowing every member; 1 and 2 learn it from the log.
+	all := map[uint64]string{1: peers[1], 2: peers[2], 3: addr3}
+	removed := make(chan string, 1)
+	var log3 logBuf
+	t3, err := NewTransport(TransportConfig{ID: 3, Peers: all, Secret: []byte("the-right-secret"), Deliver: in3.deliver,
+		OnRemoved: func(why string) { removed <- why }, Logger: slog.New(slog.NewTextHandler(&log3, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { t3.Close() })
+	send := func(tr *Transport, from, to uint64) {
+		tr.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: from, To: to, Term: 1}})
+	}
+	for i := 0; i < 20; i++ {
+		send(t3, 3, 1)
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitFor(t, "node 3 told it is not a member", func() bool { return strings.Contains(log3.String(), "node 3 is not a member of this cluster") })
+	if in1.count() != 0 {
+		t.Fatal("node 1 accepted a message from node 3 before it was a member")
+	}
+	t1.UpdatePeers(all, nil)
+	t2.UpdatePeers(all, nil)
+	if got := t1.Peers(); got[3] != addr3 || len(got) != 2 {
+		t.Fatalf("node 1's peer table %v", got)
+	}
+	waitFor(t, "node 3's message delivered", func() bool { send(t3, 3, 1); time.Sleep(10 * time.Millisecond); return in1.count() > 0 })
+	waitFor(t, "node 1's message to node 3 delivered", func() bool { send(t1, 1, 3); time.Sleep(10 * time.Millisecond); return in3.count() > 0 })
+
+	// Node 3 is removed: its connections close, and on redial it hears
+	// that it was removed.
+	t1.UpdatePeers(peers, []uint64{3})
+	t2.UpdatePeers(peers, []uint64{3})
+	if _, ok := t1.Peers()[3]; ok {
+		t.Fatal("node 1 still sends to removed node 3")
+	}
+	n1 := in1.count()
+	var why string
+	waitFor(t, "node 3 told it was removed", func() bool {
+		send(t3, 3, 1)
+		time.Sleep(10 * time.Millisecond)
+		select {
+		case why = <-removed:
+			return true
+		default:
+			return false
+		}
+	})
+	if !strings.Contains(why, "node 3 was removed") {
+		t.Fatalf("removal reason %q", why)
+	}
+	if in1.count() != n1 {
+		t.Fatal("node 1 accepted a message from removed node 3")
+	}
+	// Retired, node 3 refuses everyone.
+	t3.Retire("test")
+	if len(t3.Peers()) != 0 {
+		t.Fatalf("a retired transport still sends to %v", t3.Peers())
 	}
 }

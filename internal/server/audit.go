@@ -50,6 +50,8 @@ var adminAuditRules = []auditRule{
 	{"DELETE /token/{ns}/{token}", "token.revoke", false},
 	{"POST /admin/disconnect", "realtime.disconnect", true},
 	{"POST /admin/backup", "backup", false},
+	{"POST /cluster/members", "cluster.add_member", true},
+	{"DELETE /cluster/members/{id}", "cluster.remove_member", false},
 }
 
 // dashboardAuditRules are the native API's queue changes as the dashboard

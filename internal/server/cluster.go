@@ -43,6 +43,10 @@ type ClusterConfig struct {
 	Secret []byte
 	// TickInterval is raft's tick (default 100 ms).
 	TickInterval time.Duration
+	// Join starts a new member with an empty data directory that waits
+	// for the leader to add it (chronoq cluster add) instead of
+	// bootstrapping a configuration of its own (--join).
+	Join bool
 }
 
 // MinClusterSecret is the shortest cluster secret accepted.
@@ -102,6 +106,8 @@ type clusterPart struct {
 	stop         chan struct{} // closed by close: ends watchRealtime
 	stopOnce     sync.Once
 	metrics      *clusterCollector
+	members      atomic.Pointer[[]cluster.Member] // the last applied membership
+	retired      atomic.Pointer[string]           // set once this member was removed
 }
 
 // advertised is what a member tells its peers about itself when it
@@ -109,6 +115,7 @@ type clusterPart struct {
 type advertised struct {
 	HTTP      string `json:"http,omitempty"`      // base URL of the HTTP listener
 	Beanstalk string `json:"beanstalk,omitempty"` // host:port of the beanstalkd listener
+	Admin     string `json:"admin,omitempty"`     // base URL of the admin listener
 }
 
 func (p *clusterPart) advertisedBy(id uint64) advertised {
@@ -164,7 +171,8 @@ func newClusterPart(cfg Config, m *metrics.Metrics) (*clusterPart, *broker.Clust
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return p, &broker.ClusterOptions{ID: cc.NodeID, Peers: ids, Transport: p, TickInterval: cc.TickInterval,
-		OnCommit: func(d time.Duration) { p.metrics.commit.Observe(d.Seconds()) }}, nil
+		OnCommit: func(d time.Duration) { p.metrics.commit.Observe(d.Seconds()) },
+		Addrs:    cc.Peers, Join: cc.Join, OnMembership: p.onMembership, OnRemoved: p.retire}, nil
 }
 
 // memberFile records, in the data directory, which member wrote it: a
@@ -220,11 +228,16 @@ func (p *clusterPart) start(s *Server) error {
 	p.b.Store(s.b)
 	ad := advertised{HTTP: p.advertisedHTTP(s)}
 	ad.Beanstalk = s.Addr(Beanstalk)
+	ad.Admin = p.advertisedURL(s, Admin)
 	advJSON, _ := json.Marshal(ad)
 	adv := string(advJSON)
+	peers := p.cfg.Peers
+	if st, ok := s.b.ClusterStatus(); ok {
+		peers = p.checkPeers(s, st)
+	}
 	tcfg := cluster.TransportConfig{
-		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: p.cfg.Peers, Secret: p.cfg.Secret, Advertise: adv,
-		Deliver: s.b.Receive, OnPeerDown: s.b.PeerDown, Logger: s.lg,
+		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: peers, Secret: p.cfg.Secret, Advertise: adv,
+		Deliver: s.b.Receive, OnPeerDown: s.b.PeerDown, OnRemoved: s.b.PeerRemovedMe, Logger: s.lg,
 	}
 	if src := s.certs[peerLink]; src != nil {
 		// Loaded per connection: a SIGHUP reload (ReloadTLS) applies to
@@ -237,7 +250,14 @@ func (p *clusterPart) start(s *Server) error {
 	}
 	p.tr.Store(tr)
 	go p.watchRealtime(s)
-	s.lg.Info("cluster member started", "node", p.cfg.NodeID, "peer_addr", tr.Addr().String(), "peers", len(p.cfg.Peers), "peer_tls", tcfg.TLS != nil)
+	if ms := p.members.Load(); ms != nil {
+		// A change applied while the transport started.
+		tr.UpdatePeers(p.peerTable(*ms), nil)
+	}
+	if why := p.retired.Load(); why != nil {
+		tr.Retire(*why)
+	}
+	s.lg.Info("cluster member started", "node", p.cfg.NodeID, "peer_addr", tr.Addr().String(), "peers", len(peers), "peer_tls", tcfg.TLS != nil, "join", p.cfg.Join)
 	return nil
 }
 
@@ -288,6 +308,22 @@ func (p *clusterPart) forward(s *Server, next http.Handler) http.Handler {
 	})
 }
 
+// forwarder is the transport of every request a member forwards to the
+// leader (client requests and membership changes alike), so both verify
+// the leader's certificate the same way (forward.go).
+func (p *clusterPart) forwarder(s *Server) *http.Transport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.forwarderLocked(s)
+}
+
+func (p *clusterPart) forwarderLocked(s *Server) *http.Transport {
+	if p.fwdTransport == nil {
+		p.fwdTransport = p.forwardTransport(s)
+	}
+	return p.fwdTransport
+}
+
 func (p *clusterPart) proxy(s *Server, target string) *httputil.ReverseProxy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -299,10 +335,7 @@ func (p *clusterPart) proxy(s *Server, target string) *httputil.ReverseProxy {
 		u = &url.URL{Scheme: "http", Host: "invalid"}
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
-	if p.fwdTransport == nil {
-		p.fwdTransport = p.forwardTransport(s)
-	}
-	rp.Transport = p.fwdTransport
+	rp.Transport = p.forwarderLocked(s)
 	rp.FlushInterval = -1 // SSE and long-polls stream through
 	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
 		if deferDialError(r, err) {

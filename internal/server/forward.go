@@ -25,8 +25,13 @@ import (
 // when the HTTP listener serves TLS. A listener bound to every interface
 // (0.0.0.0, ::) is advertised under the host of this member's --peers
 // entry, which the other members already reach it by.
-func (p *clusterPart) advertisedHTTP(s *Server) string {
-	a := s.Addr(HTTP)
+func (p *clusterPart) advertisedHTTP(s *Server) string { return p.advertisedURL(s, HTTP) }
+
+// advertisedURL is the URL of listener name as peers reach it: the host of
+// this member's --peers entry when the listener is bound to every
+// address, https when the listener serves TLS.
+func (p *clusterPart) advertisedURL(s *Server, name string) string {
+	a := s.Addr(name)
 	if a == "" {
 		return ""
 	}
@@ -38,7 +43,7 @@ func (p *clusterPart) advertisedHTTP(s *Server) string {
 			}
 		}
 	}
-	if s.certs[HTTP] != nil {
+	if s.certs[name] != nil {
 		return "https://" + a
 	}
 	return "http://" + a

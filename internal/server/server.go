@@ -430,6 +430,8 @@ func (s *Server) AdminHandler() http.Handler {
 	if s.cl != nil {
 		mux.Handle("GET /cluster/status", s.cl.statusHandler(s))
 		mux.Handle("POST /cluster/transfer-leader", s.cl.transferHandler(s))
+		mux.Handle("POST /cluster/members", s.cl.addMemberHandler(s))
+		mux.Handle("DELETE /cluster/members/{id}", s.cl.removeMemberHandler(s))
 	}
 	return s.audited(mux, append(dashboardAuditRules(), adminAuditRules...))
 }
