@@ -205,7 +205,9 @@ func TestReplaceMembersUnderLoad(t *testing.T) {
 	}
 
 	start4()
+	liveMu.Lock() // the producers read c.nodes through liveSnapshot
 	c.nodes = append(c.nodes, n4)
+	liveMu.Unlock()
 	c.setLive(n4, true)
 	started4 := time.Now()
 	waitFor(t, 30*time.Second, "node 4 promoted to voter", func() (bool, string) {
