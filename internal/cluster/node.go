@@ -54,6 +54,14 @@ type Config struct {
 	// allows it: the leader counts itself towards a quorum only once its
 	// own write is durable). Followers' messages always wait for the sync.
 	SendEarly func([]raftpb.Message)
+	// Raft snapshots (snapshot.go): one is due after SnapshotEntries
+	// applied entries or SnapshotBytes of log since the last (defaults
+	// DefaultSnapshotEntries, DefaultSnapshotBytes; SnapshotEntries
+	// ^uint64(0) never); SnapshotCatchUp entries before it stay for
+	// followers that lag a little (^uint64(0): none); a snapshot larger
+	// than SnapshotMaxSend bytes is not sent to a follower.
+	SnapshotEntries, SnapshotCatchUp uint64
+	SnapshotBytes, SnapshotMaxSend   int64
 }
 
 // Node is one member: its log (the raft log), its raft.RawNode and its
@@ -85,6 +93,7 @@ type Node struct {
 	confApplied uint64
 	readSeq     uint64 // ReadIndex request contexts
 	proposals   uint64 // entries this member proposed as leader
+	snap        snapState
 }
 
 // ownEntry is an entry this leader decided and wrote itself.
@@ -131,16 +140,29 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: open log: %w", err)
 	}
 	rl := &wal.RaftLog{Group: cfg.Group}
-	if _, err := log.Replay(wal.Position{}, rl.Add); err != nil {
+	rs := &replayState{rl: rl}
+	// Segments before a snapshot are deleted: replay from the oldest one
+	// left (LoadStorageAt checks that the log continues the snapshot).
+	var from wal.Position
+	if segs := log.Segments(); len(segs) > 0 {
+		from = segs[0].FirstPos
+		rs.firstSeg = segs[0].Number
+	}
+	if _, err := log.Replay(from, rs.add); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("cluster: replay log %s: %w", cfg.Dir, err)
 	}
-	store, err := LoadStorage(rl, log)
+	var snapMeta raftpb.SnapshotMetadata
+	if rs.ckpt != nil {
+		rs.trim()
+		snapMeta = rs.ckpt.meta
+	}
+	store, err := LoadStorageAt(rl, snapMeta, log)
 	if err != nil {
 		log.Close()
 		return nil, err
 	}
-	fresh := len(rl.Entries) == 0 && !rl.HasState
+	fresh := len(rl.Entries) == 0 && !rl.HasState && rs.ckpt == nil
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:            cfg.ID,
 		ElectionTick:  cfg.ElectionTick,
@@ -180,6 +202,14 @@ func Open(cfg Config) (*Node, error) {
 	n.lastIndex, _ = store.LastIndex()
 	n.sink.n = n
 	n.newEngine()
+	if ck := rs.ckpt; ck != nil {
+		if err := n.loadCheckpoint(ck); err != nil {
+			log.Close()
+			return nil, fmt.Errorf("cluster: load the raft snapshot at entry %d: %w", ck.meta.Index, err)
+		}
+		n.snap.ckpt = ck
+		store.snapData = n.snapshotData(ck)
+	}
 	return n, nil
 }
 
@@ -271,7 +301,10 @@ func (n *Node) Proposals() uint64 { return n.proposals }
 func (n *Node) Failed() error { return n.failed }
 
 // Tick advances raft's logical clock by one tick.
-func (n *Node) Tick() { n.rn.Tick() }
+func (n *Node) Tick() {
+	n.rn.Tick()
+	n.snapTick()
+}
 
 // ForgetLeader makes a follower forget leader id (when its connection
 // dropped, say), so that it grants pre-votes at once instead of waiting
@@ -291,6 +324,9 @@ func (n *Node) Campaign() error { return n.rn.Campaign() }
 func (n *Node) Step(m raftpb.Message) error {
 	if n.failed != nil {
 		return n.failed
+	}
+	if err := checkSnapMessage(&m); err != nil {
+		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
 	}
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
@@ -334,7 +370,7 @@ func (n *Node) CatchingUp() bool {
 		// Elected, but the Ready that says so is not handled yet.
 		return n.rn.BasicStatus().RaftState == raft.StateLeader
 	}
-	return n.termStart == 0 || n.applied < n.termStart
+	return n.termStart == 0 || n.applied < n.termStart || n.snapWaiting()
 }
 
 // CanExec says whether Exec would run a command: this member leads, has
@@ -454,14 +490,18 @@ func (n *Node) Process() error {
 			n.fail(err)
 		}
 	}
+	n.maybeSnapshot()
 	return n.failed
 }
 
 func (n *Node) processReady(rd raft.Ready) error {
 	n.roleChange()
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		return fmt.Errorf("raft snapshot at index %d received: installing snapshots is not supported yet", rd.Snapshot.Metadata.Index)
+		if err := n.installSnapshot(rd.Snapshot, rd.HardState); err != nil {
+			return err
+		}
 	}
+	n.noteSnapMessages(rd.Messages)
 	pos := make([]wal.Position, len(rd.Entries))
 	for i := range rd.Entries {
 		e := &rd.Entries[i]
@@ -559,14 +599,15 @@ func (n *Node) roleChange() {
 func (n *Node) rebuild() error {
 	applied := n.applied
 	n.newEngine()
-	first, _ := n.store.FirstIndex()
-	if first > 1 {
-		return fmt.Errorf("rebuild: the raft log starts at %d and snapshots are not supported yet", first)
+	if ck := n.snap.ckpt; ck != nil {
+		if err := n.loadCheckpoint(ck); err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
 	}
-	if applied == 0 {
+	if applied <= n.applied {
 		return nil
 	}
-	ents, err := n.store.Entries(1, applied+1, 1<<62)
+	ents, err := n.store.Entries(n.applied+1, applied+1, 1<<62)
 	if err != nil {
 		return fmt.Errorf("rebuild: read committed entries: %w", err)
 	}
