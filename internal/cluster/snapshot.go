@@ -78,10 +78,10 @@ import (
 )
 
 const (
-	snapItemKind   byte = 0xC3
-	snapCommitKind byte = 0xC4
-	snapItemHeader      = 17
-	snapCommitFixed     = 46
+	snapItemKind    byte = 0xC3
+	snapCommitKind  byte = 0xC4
+	snapItemHeader       = 17
+	snapCommitFixed      = 46
 
 	snapFlagInstalled = 1
 
