@@ -32,6 +32,13 @@ type ClusterOptions struct {
 	// OnCommit, when set, is told how long each batch that wrote waited
 	// from being decided on the leader to being committed.
 	OnCommit func(d time.Duration)
+	// Raft snapshots and log compaction (docs/cluster.md, "Snapshots and
+	// log compaction"): a member snapshots after SnapshotEntries applied
+	// entries or SnapshotBytes of log (defaults cluster.DefaultSnapshot*;
+	// SnapshotEntries ^uint64(0) never) and keeps SnapshotCatchUp entries
+	// before it for followers that lag a little (^uint64(0): none).
+	SnapshotEntries, SnapshotCatchUp uint64
+	SnapshotBytes                    int64
 }
 
 // Transport carries raft messages between members.
@@ -93,6 +100,12 @@ type ClusterStatus struct {
 	// started; Proposals the entries it proposed as leader.
 	LeaderChanges uint64 `json:"leader_changes"`
 	Proposals     uint64 `json:"proposals"`
+	// Snapshot is the index of the member's newest raft snapshot (0:
+	// none); SnapshotsTaken and SnapshotsInstalled count those it made
+	// and those it received from a leader since it started.
+	Snapshot           uint64 `json:"snapshot_index"`
+	SnapshotsTaken     uint64 `json:"snapshots_taken"`
+	SnapshotsInstalled uint64 `json:"snapshots_installed"`
 }
 
 func (b *Broker) openCluster() error {
@@ -111,6 +124,10 @@ func (b *Broker) openCluster() error {
 		Engine:    engine.Options{Entropy: co.Entropy},
 		Logger:    b.lg,
 		SendEarly: co.Transport.Send,
+
+		SnapshotEntries: co.SnapshotEntries,
+		SnapshotBytes:   co.SnapshotBytes,
+		SnapshotCatchUp: co.SnapshotCatchUp,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -267,9 +284,11 @@ func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 
 func (b *Broker) clusterStatus() ClusterStatus {
 	st, applied, _ := b.cl.node.Status()
+	sn := b.cl.node.SnapshotStats()
 	return ClusterStatus{ID: st.ID, Role: strings.TrimPrefix(st.RaftState.String(), "State"), Term: st.Term, Leader: st.Lead,
 		Commit: st.Commit, Applied: applied, Match: b.cl.node.Progress(),
-		LeaderChanges: b.cl.leaderChanges, Proposals: b.cl.node.Proposals()}
+		LeaderChanges: b.cl.leaderChanges, Proposals: b.cl.node.Proposals(),
+		Snapshot: sn.Index, SnapshotsTaken: sn.Taken, SnapshotsInstalled: sn.Installed}
 }
 
 // clusterReady is Ready for a member: it must know a leader.

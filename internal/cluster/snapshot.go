@@ -473,8 +473,7 @@ func (n *Node) takeSnapshot() error {
 				if r.Kind == engine.KindJob {
 					for _, b := range []*engine.Blob{&r.Job.Payload, &r.Job.Result} {
 						if b.Ref.Len == 0 {
-							b.Ref = engine.BlobRef{}
-							continue
+							continue // a zero reference is a null payload, another an empty one: keep it
 						}
 						data, err := n.ReadBlob(b.Ref)
 						if err != nil {

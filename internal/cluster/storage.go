@@ -42,6 +42,10 @@ type Storage struct {
 	// snap is the newest raft snapshot (zero Index: none); entries up to
 	// snap.Index are not held (first is at most snap.Index+1).
 	snap raftpb.SnapshotMetadata
+	// compactTerm is the term of entry first-1 when Compact left it
+	// below the snapshot (a catch-up window), as raft asks for it to
+	// send the entries after it.
+	compactTerm uint64
 	// snapData builds the data of snap for raft to send to a follower
 	// (nil: no snapshot can be sent).
 	snapData func() ([]byte, error)
@@ -134,7 +138,7 @@ func (s *Storage) Term(i uint64) (uint64, error) {
 		if i == s.snap.Index {
 			return s.snap.Term, nil
 		}
-		return 0, raft.ErrCompacted
+		return s.compactTerm, nil
 	}
 	if i < s.first {
 		return 0, raft.ErrCompacted
@@ -197,6 +201,10 @@ func (s *Storage) Compact(index uint64) error {
 	if index < s.first {
 		return nil
 	}
+	term, err := s.Term(index)
+	if err != nil {
+		return fmt.Errorf("cluster: compact up to entry %d: %w", index, err)
+	}
 	drop := int(index - s.first + 1)
 	for i := max(s.cacheFrom, 0); i < drop; i++ {
 		if s.ents[i].data != nil {
@@ -207,7 +215,7 @@ func (s *Storage) Compact(index uint64) error {
 	// Copy, so the dropped prefix's memory goes.
 	s.ents = append([]stored(nil), s.ents[drop:]...)
 	s.cacheFrom = max(s.cacheFrom-drop, 0)
-	s.first = index + 1
+	s.first, s.compactTerm = index+1, term
 	return nil
 }
 
