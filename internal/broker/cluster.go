@@ -371,7 +371,7 @@ func (b *Broker) clusterLoop() {
 			}
 			clear(cl.held[k:])
 			cl.held = cl.held[:k]
-			b.resetTimer(timer, now)
+			b.clusterResetTimer(timer, now)
 			continue
 		}
 		if len(cl.held) > 0 {
@@ -413,8 +413,24 @@ func (b *Broker) clusterLoop() {
 		}
 		cl.turns = append(cl.turns, t)
 		b.clusterProcess()
-		b.resetTimer(timer, now)
+		b.clusterResetTimer(timer, now)
 	}
+}
+
+// clusterResetTimer is resetTimer for a member: while it writes a raft
+// snapshot (a bounded part per Process) the loop turns again at once.
+func (b *Broker) clusterResetTimer(t *time.Timer, now time.Time) {
+	if !b.cl.node.SnapshotBusy() {
+		b.resetTimer(t, now)
+		return
+	}
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(0)
 }
 
 func (b *Broker) step(m raftpb.Message) {

@@ -390,6 +390,10 @@ func (n *Node) CanExec() error {
 	if st.LeadTransferee != raft.None {
 		return notLeader(st.LeadTransferee)
 	}
+	if n.snap.run != nil {
+		// The engine must not change while a snapshot is written.
+		return unavailable("this leader is writing a snapshot; retry shortly")
+	}
 	return nil
 }
 
@@ -559,6 +563,9 @@ func (n *Node) processReady(rd raft.Ready) error {
 		}
 	}
 	for i := range rd.CommittedEntries {
+		if n.deferApply(&rd.CommittedEntries[i]) {
+			continue
+		}
 		if err := n.apply(&rd.CommittedEntries[i]); err != nil {
 			return err
 		}

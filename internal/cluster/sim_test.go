@@ -92,7 +92,7 @@ type simStats struct {
 
 // simSnapshotEntries is the members' snapshot threshold (a variable so a
 // test can turn snapshots off).
-var simSnapshotEntries uint64 = 60
+var simSnapshotEntries uint64 = 40
 
 // countSnapshots adds what member m's node did with snapshots to the
 // stats (before the node goes: at a crash, and at the end).
@@ -145,7 +145,9 @@ func (s *sim) open(m *simMember) error {
 		// snapshots to followers that lag (MsgSnap) happen on every seed.
 		WAL:             wal.Options{Sync: wal.SyncNever, SegmentSize: 32 << 10, Logger: quiet},
 		SnapshotEntries: simSnapshotEntries,
-		SnapshotBytes:   16 << 10,
+		// Members snapshot at different moments, so followers write theirs
+		// while entries commit.
+		SnapshotBytes:   12 << 10,
 		SnapshotCatchUp: ^uint64(0),
 		Engine: engine.Options{
 			Seed:    s.seed*10 + m.id,
@@ -169,6 +171,10 @@ func (s *sim) open(m *simMember) error {
 				s.failf("member %d: state hash after entry %d (term %d) differs from member %d's", m.id, index, term, s.hashFrom[k])
 			}
 		},
+	}
+	if cfg.SnapshotEntries != ^uint64(0) {
+		cfg.SnapshotEntries += 11 * (m.id - 1)
+		cfg.SnapshotBytes += int64(m.id-1) << 11
 	}
 	n, err := Open(cfg)
 	if err != nil {
@@ -542,6 +548,10 @@ func runSim(t *testing.T, seed uint64, steps int, dir string) (simStats, error) 
 	// Nearly every entry raft or a rebuild reads comes back from the log.
 	defer func(n int) { cacheEntries = n }(cacheEntries)
 	cacheEntries = 8
+	// A snapshot takes many steps, with entries committing, crashes and
+	// leader changes while it is written.
+	defer func(n int) { snapTurnJobs = n }(snapTurnJobs)
+	snapTurnJobs = 2
 	// raft draws its election timeouts from crypto/rand: seed it, so that
 	// a run is a function of its seed.
 	cryptotest.SetGlobalRandom(t, seed)

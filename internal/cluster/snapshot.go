@@ -16,7 +16,8 @@ package cluster
 //	       0     1  kind (0xC3)
 //	       1     8  group id
 //	       9     8  the snapshot's raft index
-//	      17     -  engine entry
+//	      17     4  the item's number in the snapshot (from 0)
+//	      21     -  engine entry
 //
 //	kind 0xC4, snapshot commit, after the snapshot's items:
 //	       0     1  kind (0xC4)
@@ -30,7 +31,10 @@ package cluster
 //	      46     -  conf state (raftpb.ConfState encoding)
 //
 // A snapshot counts only once its commit frame is read after all its items
-// (replay ignores items without one: a crash while writing them). A hard
+// (replay ignores items without one: a crash while writing them; item
+// number 0 starts a snapshot again, as a member that restarted writes one
+// at the same index again). Raft entries and hard states may come between
+// a snapshot's items, which are written a part per turn. A hard
 // state frame follows the commit frame, so the hard state survives the
 // removal of the segments before the snapshot.
 //
@@ -80,7 +84,7 @@ import (
 const (
 	snapItemKind    byte = 0xC3
 	snapCommitKind  byte = 0xC4
-	snapItemHeader       = 17
+	snapItemHeader       = 21
 	snapCommitFixed      = 46
 
 	snapFlagInstalled = 1
@@ -131,8 +135,10 @@ type snapState struct {
 	sent      map[uint64]uint64 // follower → tick a MsgSnap went to it
 	dataIndex uint64            // data is the Data of the snapshot at dataIndex
 	data      []byte
-	taken     uint64 // snapshots made here
-	installs  uint64 // snapshots received and installed
+	run       *snapRun       // the snapshot being written
+	deferred  []raftpb.Entry // committed meanwhile, applied after it
+	taken     uint64         // snapshots made here
+	installs  uint64         // snapshots received and installed
 	lastTook  time.Duration
 }
 
@@ -231,6 +237,10 @@ func (n *Node) maybeSnapshot() {
 	if n.failed != nil {
 		return
 	}
+	if n.snap.run != nil {
+		n.continueSnapshot()
+		return
+	}
 	if !n.snap.pending {
 		if !n.snapshotDue() {
 			return
@@ -259,13 +269,25 @@ func (n *Node) maybeSnapshot() {
 		return
 	}
 	n.snap.pending = false
-	if err := n.takeSnapshot(); err != nil {
+	if err := n.beginSnapshot(); err != nil {
 		n.fail(fmt.Errorf("snapshot at entry %d: %w", n.applied, err))
+		return
+	}
+	n.continueSnapshot()
+}
+
+func (n *Node) continueSnapshot() {
+	if err := n.stepSnapshot(); err != nil {
+		n.fail(fmt.Errorf("snapshot at entry %d: %w", n.snap.run.meta.Index, err))
 	}
 }
 
 // snapWaiting: a leader holds new commands until its snapshot is taken.
-func (n *Node) snapWaiting() bool { return n.leader && n.snap.pending }
+func (n *Node) snapWaiting() bool { return n.leader && n.snap.pending || n.snap.run != nil }
+
+// SnapshotBusy says a snapshot is being written: the caller should call
+// Process again soon, even with nothing else to do.
+func (n *Node) SnapshotBusy() bool { return n.snap.run != nil }
 
 // snapTick runs on every tick: a leader that waited too long to reach a
 // committed state gives up for a while, and a MsgSnap that got no answer
@@ -361,6 +383,7 @@ func (w *snapWriter) add(ent []byte) error {
 	frame = append(frame, snapItemKind)
 	frame = binary.LittleEndian.AppendUint64(frame, w.n.cfg.Group)
 	frame = binary.LittleEndian.AppendUint64(frame, w.index)
+	frame = binary.LittleEndian.AppendUint32(frame, uint32(len(w.ck.items)))
 	frame = append(frame, ent...)
 	pos, err := w.n.log.Append(frame)
 	if err != nil {
@@ -431,26 +454,48 @@ func (w *snapWriter) finish(meta raftpb.SnapshotMetadata, t int64, installed boo
 	return w.ck, nil
 }
 
-// takeSnapshot writes the engine's state at the applied index into the
-// log, re-homes the live payloads to it, compacts raft's storage and
-// deletes the log segments nothing needs any more.
-func (n *Node) takeSnapshot() error {
-	start := time.Now()
+// snapRun is a snapshot being written, a bounded number of jobs per
+// Process (snapTurnJobs) so that the loop keeps sending heartbeats and
+// answering peers while a large state is written. Meanwhile the engine
+// must not change: the leader runs no command (CanExec refuses, and
+// CatchingUp tells the broker to hold requests), and committed entries
+// are kept aside (deferred) and applied once the snapshot is written.
+type snapRun struct {
+	w       *snapWriter
+	it      *engine.SnapshotIter
+	meta    raftpb.SnapshotMetadata
+	time    int64
+	start   time.Time
+	buf     []byte
+	maxItem int
+}
+
+// snapTurnJobs bounds the jobs a snapshot writes per Process.
+var snapTurnJobs = 4096
+
+// beginSnapshot starts writing the engine's state at the applied index.
+func (n *Node) beginSnapshot() error {
 	index := n.applied
 	term, err := n.store.Term(index)
 	if err != nil {
 		return fmt.Errorf("term of entry %d: %w", index, err)
 	}
-	meta := raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: n.confState()}
 	eng := n.eng
-	w := n.newSnapWriter(index, func(ent *engine.Entry) error {
+	r := &snapRun{
+		meta:    raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: n.confState()},
+		time:    n.lastTime,
+		start:   time.Now(),
+		it:      eng.Snapshot(),
+		maxItem: int(min(int64(1<<20), n.segmentSize()/4)),
+	}
+	r.w = n.newSnapWriter(index, func(ent *engine.Entry) error {
 		// Only job records carry blobs: applying their images again moves
 		// the references to the item and changes nothing else.
 		k := 0
 		for i := range ent.Records {
-			r := &ent.Records[i]
-			if r.Kind == engine.KindJob && (r.Job.Payload.Data != nil || r.Job.Result.Data != nil) {
-				ent.Records[k] = *r
+			rec := &ent.Records[i]
+			if rec.Kind == engine.KindJob && (rec.Job.Payload.Data != nil || rec.Job.Result.Data != nil) {
+				ent.Records[k] = *rec
 				k++
 			}
 		}
@@ -460,24 +505,34 @@ func (n *Node) takeSnapshot() error {
 		}
 		return nil
 	})
-	maxItem := int(min(int64(1<<20), n.segmentSize()/4))
-	var buf []byte
-	it := eng.Snapshot()
-	for ent := it.Next(snapItemJobs); ent != nil; ent = it.Next(snapItemJobs) {
+	n.snap.run = r
+	return nil
+}
+
+// stepSnapshot writes the next jobs of the running snapshot, and finishes
+// it when the walk is over.
+func (n *Node) stepSnapshot() error {
+	r := n.snap.run
+	for done := 0; done < snapTurnJobs; {
+		ent := r.it.Next(min(snapItemJobs, snapTurnJobs-done))
+		if ent == nil {
+			return n.finishSnapshot()
+		}
+		done += len(ent.Records)
 		recs := ent.Records
 		for len(recs) > 0 {
 			size := 0
 			k := 0
-			for k < len(recs) && (k == 0 || size < maxItem) {
-				r := &recs[k]
-				if r.Kind == engine.KindJob {
-					for _, b := range []*engine.Blob{&r.Job.Payload, &r.Job.Result} {
+			for k < len(recs) && (k == 0 || size < r.maxItem) {
+				rec := &recs[k]
+				if rec.Kind == engine.KindJob {
+					for _, b := range []*engine.Blob{&rec.Job.Payload, &rec.Job.Result} {
 						if b.Ref.Len == 0 {
 							continue // a zero reference is a null payload, another an empty one: keep it
 						}
 						data, err := n.ReadBlob(b.Ref)
 						if err != nil {
-							return fmt.Errorf("read job %s's blob at %d:%d: %w", r.Job.ID, b.Ref.Segment, b.Ref.Offset, err)
+							return fmt.Errorf("read job %s's blob at %d:%d: %w", rec.Job.ID, b.Ref.Segment, b.Ref.Offset, err)
 						}
 						b.Data = data
 						size += len(data)
@@ -486,19 +541,28 @@ func (n *Node) takeSnapshot() error {
 				size += 64
 				k++
 			}
-			part := engine.Entry{Time: n.lastTime, Records: recs[:k]}
-			buf = part.Encode(buf[:0])
-			if err := w.add(buf); err != nil {
+			part := engine.Entry{Time: r.time, Records: recs[:k]}
+			r.buf = part.Encode(r.buf[:0])
+			if err := r.w.add(r.buf); err != nil {
 				return err
 			}
 			recs = recs[k:]
 		}
 	}
-	ck, err := w.finish(meta, n.lastTime, false, n.store.hs)
+	return nil
+}
+
+// finishSnapshot commits the snapshot, compacts raft's storage, deletes
+// the log segments nothing needs any more, and applies the entries that
+// committed meanwhile.
+func (n *Node) finishSnapshot() error {
+	r := n.snap.run
+	ck, err := r.w.finish(r.meta, r.time, false, n.store.hs)
 	if err != nil {
 		return err
 	}
-	if err := n.store.CreateSnapshot(meta, n.snapshotData(ck)); err != nil {
+	n.snap.run = nil
+	if err := n.store.CreateSnapshot(r.meta, n.snapshotData(ck)); err != nil {
 		return err
 	}
 	keep := n.cfg.SnapshotCatchUp
@@ -507,16 +571,65 @@ func (n *Node) takeSnapshot() error {
 	} else if keep == ^uint64(0) {
 		keep = 0
 	}
-	if index > keep {
-		if err := n.store.Compact(index - keep); err != nil {
+	if r.meta.Index > keep {
+		if err := n.store.Compact(r.meta.Index - keep); err != nil {
 			return err
 		}
 	}
 	n.snap.ckpt = ck
 	n.snap.taken++
-	n.snap.lastTook = time.Since(start)
+	n.snap.lastTook = time.Since(r.start)
 	n.dropSegments()
-	n.lg.Info("cluster: snapshot written", "id", n.cfg.ID, "index", index, "jobs", eng.Jobs(), "bytes", ck.bytes, "took", n.snap.lastTook.Round(time.Millisecond).String())
+	n.lg.Info("cluster: snapshot written", "id", n.cfg.ID, "index", r.meta.Index, "jobs", n.eng.Jobs(), "bytes", ck.bytes, "took", n.snap.lastTook.Round(time.Millisecond).String())
+	return n.applyDeferred()
+}
+
+// applyDeferred applies the entries that committed while a snapshot was
+// written.
+func (n *Node) applyDeferred() error {
+	ents := n.snap.deferred
+	n.snap.deferred = nil
+	for i := range ents {
+		if err := n.apply(&ents[i]); err != nil {
+			return err
+		}
+	}
+	n.completePending()
+	return nil
+}
+
+// deferApply keeps a committed entry aside while a snapshot is written;
+// it answers false when the entry is to be applied now.
+func (n *Node) deferApply(e *raftpb.Entry) bool {
+	if n.snap.run == nil {
+		return false
+	}
+	n.snap.deferred = append(n.snap.deferred, *e)
+	return true
+}
+
+// abortSnapshot drops a snapshot being written (a leader's snapshot
+// replaces the state): its items stay in the log without a commit frame,
+// which replay ignores. The deferred entries are all covered by the
+// received snapshot.
+func (n *Node) abortSnapshot() {
+	if n.snap.run != nil {
+		n.lg.Info("cluster: snapshot abandoned for the leader's", "id", n.cfg.ID, "index", n.snap.run.meta.Index)
+	}
+	n.snap.run, n.snap.deferred = nil, nil
+}
+
+// takeSnapshot writes a whole snapshot at once (tests and measurements).
+func (n *Node) takeSnapshot() error {
+	if err := n.beginSnapshot(); err != nil {
+		return err
+	}
+	for n.snap.run != nil {
+		if err := n.stepSnapshot(); err != nil {
+			n.snap.run = nil
+			return err
+		}
+	}
 	return nil
 }
 
@@ -668,6 +781,7 @@ func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error 
 	if err != nil {
 		return fmt.Errorf("install snapshot at entry %d: %w", snap.Metadata.Index, err)
 	}
+	n.abortSnapshot()
 	n.newEngine()
 	eng := n.eng
 	w := n.newSnapWriter(snap.Metadata.Index, func(ent *engine.Entry) error {
@@ -729,6 +843,8 @@ func (n *Node) loadCheckpoint(ck *checkpoint) error {
 type replayState struct {
 	rl       *wal.RaftLog
 	firstSeg uint32 // the oldest segment replayed
+	skipping bool   // the items being read lack their start
+	partial  bool   // ... because they began in segments removed
 	building uint64 // index of the snapshot whose items are being read
 	items    []wal.Position
 	bytes    int64
@@ -747,8 +863,18 @@ func (r *replayState) add(pos wal.Position, body []byte) error {
 		if g := le.Uint64(body[1:]); g != r.rl.Group {
 			return fmt.Errorf("record at %s: %w: snapshot item of raft group %d in the log of group %d", pos, wal.ErrCorrupt, g, r.rl.Group)
 		}
-		if idx := le.Uint64(body[9:]); idx != r.building || len(r.items) == 0 {
-			r.building, r.items, r.bytes = idx, r.items[:0], 0
+		idx, seq := le.Uint64(body[9:]), le.Uint32(body[17:])
+		switch {
+		case seq == 0:
+			r.building, r.items, r.bytes, r.skipping, r.partial = idx, r.items[:0], 0, false, false
+		case r.skipping && idx == r.building:
+			return nil
+		case idx != r.building || seq != uint32(len(r.items)):
+			// The rest of a snapshot whose first items are gone (in
+			// segments a newer snapshot let go).
+			r.building, r.items, r.bytes, r.skipping = idx, r.items[:0], 0, true
+			r.partial = pos.Segment == r.firstSeg
+			return nil
 		}
 		r.items = append(r.items, pos)
 		r.bytes += int64(len(body) - snapItemHeader)
@@ -770,20 +896,20 @@ func (r *replayState) add(pos wal.Position, body []byte) error {
 	if err := ck.meta.ConfState.Unmarshal(body[snapCommitFixed:]); err != nil {
 		return fmt.Errorf("record at %s: %w: snapshot commit's conf state: %v", pos, wal.ErrCorrupt, err)
 	}
-	if ck.meta.Index != r.building || uint32(len(r.items)) != count || r.bytes != size {
-		if len(r.items) == 0 || r.items[0].Segment == r.firstSeg {
+	if ck.meta.Index != r.building || r.skipping || uint32(len(r.items)) != count || r.bytes != size {
+		if (ck.meta.Index == r.building && r.skipping && r.partial) || (ck.meta.Index != r.building && pos.Segment == r.firstSeg) {
 			// An older snapshot whose first items were in segments a newer
 			// one let go: ignore it (if no newer one follows, the raft
 			// entries do not continue any snapshot and LoadStorageAt
 			// refuses the log).
-			r.items, r.building, r.bytes = r.items[:0], 0, 0
+			r.items, r.building, r.bytes, r.skipping, r.partial = r.items[:0], 0, 0, false, false
 			return nil
 		}
 		return fmt.Errorf("record at %s: %w: snapshot commit for entry %d with %d items of %d bytes follows %d items of %d bytes of the snapshot at entry %d",
 			pos, wal.ErrCorrupt, ck.meta.Index, count, size, len(r.items), r.bytes, r.building)
 	}
 	ck.items, ck.bytes = append([]wal.Position(nil), r.items...), size
-	r.items, r.building, r.bytes = r.items[:0], 0, 0
+	r.items, r.building, r.bytes, r.skipping, r.partial = r.items[:0], 0, 0, false, false
 	r.ckpt = ck
 	if ck.installed {
 		r.rl.Entries, r.rl.Pos = r.rl.Entries[:0], r.rl.Pos[:0]
