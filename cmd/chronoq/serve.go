@@ -45,6 +45,7 @@ type serveConfig struct {
 	peers           string
 	peerAddr        string
 	clusterSecret   string
+	snapshotEntries uint64
 }
 
 func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
@@ -75,6 +76,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.Uint64Var(&c.nodeID, "node-id", 0, "this node's id in a cluster (with --peers; docs/cluster.md)")
 	fs.StringVar(&c.peers, "peers", "", "every cluster member as id=host:port of its peer listener, e.g. 1=127.0.0.1:7790,2=127.0.0.1:7791,3=127.0.0.1:7792 (empty: single node)")
 	fs.StringVar(&c.peerAddr, "peer-addr", "", "address to accept cluster peers on (default: this node's entry in --peers)")
+	fs.Uint64Var(&c.snapshotEntries, "snapshot-entries", 0, "cluster members: make a raft snapshot after this many applied entries (0: 10000; docs/cluster.md)")
 	fs.StringVar(&c.clusterSecret, "cluster-secret-file", "", "file holding the secret (at least 16 bytes) that cluster members authenticate each other with; required beyond loopback")
 	cfg := fs.String("config", "", "file of \"name = value\" settings (flags and CHRONOQ_* variables take precedence)")
 	fs.Usage = func() {
@@ -182,7 +184,7 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 		if err != nil {
 			return cfg, err
 		}
-		cc := &server.ClusterConfig{NodeID: c.nodeID, Peers: peers, PeerAddr: c.peerAddr}
+		cc := &server.ClusterConfig{NodeID: c.nodeID, Peers: peers, PeerAddr: c.peerAddr, SnapshotEntries: c.snapshotEntries}
 		if c.clusterSecret != "" {
 			secret, err := os.ReadFile(c.clusterSecret)
 			if err != nil {
@@ -191,8 +193,8 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 			cc.Secret = []byte(strings.TrimSpace(string(secret)))
 		}
 		cfg.Cluster = cc
-	} else if c.peerAddr != "" || c.clusterSecret != "" {
-		return cfg, errors.New("--peer-addr and --cluster-secret-file need --node-id and --peers")
+	} else if c.peerAddr != "" || c.clusterSecret != "" || c.snapshotEntries != 0 {
+		return cfg, errors.New("--peer-addr, --cluster-secret-file and --snapshot-entries need --node-id and --peers")
 	}
 	if c.jwtKeys != "" {
 		pem, err := os.ReadFile(c.jwtKeys)

@@ -362,7 +362,7 @@ func (b *Broker) clusterLoop() {
 			k := 0
 			for _, h := range cl.held {
 				if now.Sub(h.since) > holdCatchUp {
-					h.r.res, h.r.err = nil, unavailable("the new leader is still catching up with the log; retry shortly")
+					h.r.res, h.r.err = nil, unavailable("the leader is still catching up with the log or writing a snapshot; retry shortly")
 					h.r.finish()
 					continue
 				}
