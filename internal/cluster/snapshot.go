@@ -50,9 +50,11 @@ package cluster
 // (internal/broker/compact.go) in cluster mode: there a relocation is an
 // ordinary logged change, which on a member would have to go through raft.
 // The price is that each snapshot writes every live payload again; a
-// snapshot is therefore due only once the log has grown by a quarter of
-// the previous snapshot's size (snapshotDue), which bounds the writing a
-// snapshot adds to about four times what the clients wrote.
+// snapshot is therefore due only once the log has grown by the previous
+// snapshot's size (snapshotDue), which bounds what snapshots write to
+// about what the clients wrote, and the share of time a leader spends
+// writing snapshots (holding requests) to the time it takes to write its
+// state once per that much client traffic.
 //
 // # Sending a snapshot
 //
@@ -202,8 +204,8 @@ func (n *Node) logBytesSince(pos wal.Position) int64 {
 }
 
 // snapshotDue: enough entries or log bytes since the last snapshot, and
-// the log grew by at least a quarter of that snapshot (see the top of
-// this file).
+// the log grew by at least that snapshot's size (see the top of this
+// file).
 func (n *Node) snapshotDue() bool {
 	if n.cfg.SnapshotEntries == ^uint64(0) || n.snap.ticks < n.snap.retryAt {
 		return false
@@ -224,7 +226,7 @@ func (n *Node) snapshotDue() bool {
 	if n.applied-from < n.snapshotEntries() && grown < n.snapshotBytes() {
 		return false
 	}
-	return grown >= last/4
+	return grown >= last
 }
 
 // maybeSnapshot runs after every Process: when a snapshot is due and the
