@@ -136,6 +136,7 @@ type snapState struct {
 	ticks     uint64
 	sent      map[uint64]uint64 // follower → tick a MsgSnap went to it
 	dataIndex uint64            // data is the Data of the snapshot at dataIndex
+	refused   uint64            // the snapshot found too large to send (logged once)
 	data      []byte
 	run       *snapRun       // the snapshot being written
 	deferred  []raftpb.Entry // committed meanwhile, applied after it
@@ -681,6 +682,10 @@ func (n *Node) snapshotData(ck *checkpoint) func() ([]byte, error) {
 		}
 		size := ck.bytes + int64(len(ck.items))*4 + 18
 		if size > n.snapshotMaxSend() {
+			if n.snap.refused == ck.meta.Index {
+				return nil, errSnapshotTooLarge // said once per snapshot: raft asks on every heartbeat
+			}
+			n.snap.refused = ck.meta.Index
 			n.lg.Error("cluster: a follower needs a snapshot larger than this member sends", "id", n.cfg.ID, "index", ck.meta.Index, "bytes", size, "limit", n.snapshotMaxSend())
 			return nil, errSnapshotTooLarge
 		}

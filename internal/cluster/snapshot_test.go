@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -356,5 +358,21 @@ func TestReplaySnapshotFrames(t *testing.T) {
 	}
 	if _, err := run([]frame{{3, item(5, 0)}, {4, item(5, 2)}, {4, commit(5, 3)}}); err == nil {
 		t.Fatal("a snapshot missing an item in the middle was accepted")
+	}
+}
+
+// A snapshot larger than SnapshotMaxSend is not sent: raft hears it is
+// temporarily unavailable (and asks again later); a smaller one is.
+func TestSnapshotLargerThanSendLimitNotSent(t *testing.T) {
+	s := openSolo(t, t.TempDir(), 100)
+	defer s.n.Close()
+	s.load(150)
+	if _, err := s.n.store.Snapshot(); err != nil {
+		t.Fatalf("snapshot under the default limit: %v", err)
+	}
+	s.n.cfg.SnapshotMaxSend = 1000
+	s.n.snap.data = nil
+	if _, err := s.n.store.Snapshot(); !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
+		t.Fatalf("snapshot over the limit: %v, want raft.ErrSnapshotTemporarilyUnavailable", err)
 	}
 }
