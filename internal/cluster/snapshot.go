@@ -280,8 +280,10 @@ func (n *Node) maybeSnapshot() {
 }
 
 func (n *Node) continueSnapshot() {
+	index := n.snap.run.meta.Index
 	if err := n.stepSnapshot(); err != nil {
-		n.fail(fmt.Errorf("snapshot at entry %d: %w", n.snap.run.meta.Index, err))
+		n.snap.run = nil
+		n.fail(fmt.Errorf("snapshot at entry %d: %w", index, err))
 	}
 }
 
