@@ -435,6 +435,11 @@ func (b *Broker) clusterResetTimer(t *time.Timer, now time.Time) {
 
 func (b *Broker) step(m raftpb.Message) {
 	if err := b.cl.node.Step(m); err != nil {
+		if m.Type == raftpb.MsgSnap {
+			// A refused snapshot leaves this member behind: worth saying.
+			b.lg.Warn("cluster: snapshot from the leader refused", "from", m.From, "err", err)
+			return
+		}
 		b.lg.Debug("cluster: peer message refused", "from", m.From, "type", m.Type.String(), "err", err)
 	}
 }
