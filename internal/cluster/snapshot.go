@@ -128,21 +128,22 @@ type checkpoint struct {
 
 // snapState is a member's snapshot bookkeeping.
 type snapState struct {
-	ckpt      *checkpoint
-	pending   bool   // the leader waits to reach a committed state
-	stamped   bool   // it proposed an entry to make its engine's time committed
-	waitTicks int    // ticks spent pending
-	retryAt   uint64 // no new attempt before this tick
-	ticks     uint64
-	sent      map[uint64]uint64 // follower → tick a MsgSnap went to it
-	dataIndex uint64            // data is the Data of the snapshot at dataIndex
-	refused   uint64            // the snapshot found too large to send (logged once)
-	data      []byte
-	run       *snapRun       // the snapshot being written
-	deferred  []raftpb.Entry // committed meanwhile, applied after it
-	taken     uint64         // snapshots made here
-	installs  uint64         // snapshots received and installed
-	lastTook  time.Duration
+	ckpt       *checkpoint
+	pending    bool   // the leader waits to reach a committed state
+	stamped    bool   // it proposed an entry to make its engine's time committed
+	waitTicks  int    // ticks spent pending
+	retryAt    uint64 // no new attempt before this tick
+	ticks      uint64
+	sent       map[uint64]uint64 // follower → tick a MsgSnap went to it
+	dataIndex  uint64            // data is the Data of the snapshot at dataIndex
+	refused    uint64            // the snapshot found too large to send (logged once)
+	bytesCheck uint64            // next applied index at which to count the log's bytes
+	data       []byte
+	run        *snapRun       // the snapshot being written
+	deferred   []raftpb.Entry // committed meanwhile, applied after it
+	taken      uint64         // snapshots made here
+	installs   uint64         // snapshots received and installed
+	lastTook   time.Duration
 }
 
 // SnapshotStats is what a member did with snapshots.
@@ -220,9 +221,10 @@ func (n *Node) snapshotDue() bool {
 	if n.applied <= from {
 		return false
 	}
-	if n.applied-from < n.snapshotEntries() && n.applied-from < 64 {
-		return false // cheap test first: the byte count reads the segment table
+	if n.applied-from < n.snapshotEntries() && n.applied < n.snap.bytesCheck {
+		return false // the byte count reads the segment table: every 16 entries
 	}
+	n.snap.bytesCheck = n.applied + 16
 	grown := n.logBytesSince(since)
 	if n.applied-from < n.snapshotEntries() && grown < n.snapshotBytes() {
 		return false
