@@ -465,9 +465,10 @@ func (b *Broker) clusterProcess() {
 		b.eng = cl.node.Engine()
 		b.refreshTokens()
 	}
-	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 {
+	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 && !(st.Lead == st.ID && cl.node.SnapshotBusy()) {
 		// Parked long-polls end empty on a member that no longer leads:
-		// their clients ask again, and reach the new leader.
+		// their clients ask again, and reach the new leader. (A leader
+		// writing a snapshot keeps them: it serves them right after.)
 		b.waiters.releaseAll()
 	}
 	k := 0
