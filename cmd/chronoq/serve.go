@@ -46,6 +46,7 @@ type serveConfig struct {
 	peerAddr        string
 	clusterSecret   string
 	join            bool
+	snapshotEntries uint64
 }
 
 func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
@@ -77,6 +78,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.StringVar(&c.peers, "peers", "", "every cluster member as id=host:port of its peer listener, e.g. 1=127.0.0.1:7790,2=127.0.0.1:7791,3=127.0.0.1:7792 (empty: single node)")
 	fs.BoolVar(&c.join, "join", false, "start a new cluster member (empty data directory) that waits for the leader to add it with `chronoq cluster add` instead of bootstrapping; --peers lists the current members and this node")
 	fs.StringVar(&c.peerAddr, "peer-addr", "", "address to accept cluster peers on (default: this node's entry in --peers)")
+	fs.Uint64Var(&c.snapshotEntries, "snapshot-entries", 0, "cluster members: make a raft snapshot after this many applied entries (0: 10000; docs/cluster.md)")
 	fs.StringVar(&c.clusterSecret, "cluster-secret-file", "", "file holding the secret (at least 16 bytes) that cluster members authenticate each other with; required beyond loopback")
 	cfg := fs.String("config", "", "file of \"name = value\" settings (flags and CHRONOQ_* variables take precedence)")
 	fs.Usage = func() {
@@ -184,7 +186,7 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 		if err != nil {
 			return cfg, err
 		}
-		cc := &server.ClusterConfig{NodeID: c.nodeID, Peers: peers, PeerAddr: c.peerAddr, Join: c.join}
+		cc := &server.ClusterConfig{NodeID: c.nodeID, Peers: peers, PeerAddr: c.peerAddr, Join: c.join, SnapshotEntries: c.snapshotEntries}
 		if c.clusterSecret != "" {
 			secret, err := os.ReadFile(c.clusterSecret)
 			if err != nil {
@@ -193,8 +195,8 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 			cc.Secret = []byte(strings.TrimSpace(string(secret)))
 		}
 		cfg.Cluster = cc
-	} else if c.peerAddr != "" || c.clusterSecret != "" || c.join {
-		return cfg, errors.New("--peer-addr, --cluster-secret-file and --join need --node-id and --peers")
+	} else if c.peerAddr != "" || c.clusterSecret != "" || c.join || c.snapshotEntries != 0 {
+		return cfg, errors.New("--peer-addr, --cluster-secret-file, --join and --snapshot-entries need --node-id and --peers")
 	}
 	if c.jwtKeys != "" {
 		pem, err := os.ReadFile(c.jwtKeys)

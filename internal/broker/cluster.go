@@ -42,6 +42,13 @@ type ClusterOptions struct {
 	// member was removed from the cluster.
 	OnMembership func(members []cluster.Member, removed []uint64)
 	OnRemoved    func(why string)
+	// Raft snapshots and log compaction (docs/cluster.md, "Snapshots and
+	// log compaction"): a member snapshots after SnapshotEntries applied
+	// entries or SnapshotBytes of log (defaults cluster.DefaultSnapshot*;
+	// SnapshotEntries ^uint64(0) never) and keeps SnapshotCatchUp entries
+	// before it for followers that lag a little (^uint64(0): none).
+	SnapshotEntries, SnapshotCatchUp uint64
+	SnapshotBytes                    int64
 }
 
 // Transport carries raft messages between members.
@@ -117,6 +124,12 @@ type ClusterStatus struct {
 	Learners    []uint64        `json:"learners,omitempty"`
 	ChangeIndex uint64          `json:"change_index,omitempty"`
 	Removed     string          `json:"removed,omitempty"`
+	// Snapshot is the index of the member's newest raft snapshot (0:
+	// none); SnapshotsTaken and SnapshotsInstalled count those it made
+	// and those it received from a leader since it started.
+	Snapshot           uint64 `json:"snapshot_index"`
+	SnapshotsTaken     uint64 `json:"snapshots_taken"`
+	SnapshotsInstalled uint64 `json:"snapshots_installed"`
 }
 
 func (b *Broker) openCluster() error {
@@ -147,6 +160,10 @@ func (b *Broker) openCluster() error {
 				co.OnMembership(ms, removed)
 			}
 		},
+
+		SnapshotEntries: co.SnapshotEntries,
+		SnapshotBytes:   co.SnapshotBytes,
+		SnapshotCatchUp: co.SnapshotCatchUp,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -298,9 +315,11 @@ func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 
 func (b *Broker) clusterStatus() ClusterStatus {
 	st, applied, _ := b.cl.node.Status()
+	sn := b.cl.node.SnapshotStats()
 	cs := ClusterStatus{ID: st.ID, Role: strings.TrimPrefix(st.RaftState.String(), "State"), Term: st.Term, Leader: st.Lead,
 		Commit: st.Commit, Applied: applied, Match: b.cl.node.Progress(),
-		LeaderChanges: b.cl.leaderChanges, Proposals: b.cl.node.Proposals()}
+		LeaderChanges: b.cl.leaderChanges, Proposals: b.cl.node.Proposals(),
+		Snapshot: sn.Index, SnapshotsTaken: sn.Taken, SnapshotsInstalled: sn.Installed}
 	b.statusMembers(&cs)
 	return cs
 }
@@ -379,7 +398,7 @@ func (b *Broker) clusterLoop() {
 			k := 0
 			for _, h := range cl.held {
 				if now.Sub(h.since) > holdCatchUp {
-					h.r.res, h.r.err = nil, unavailable("the new leader is still catching up with the log; retry shortly")
+					h.r.res, h.r.err = nil, unavailable("the leader is still catching up with the log or writing a snapshot; retry shortly")
 					h.r.finish()
 					continue
 				}
@@ -388,7 +407,7 @@ func (b *Broker) clusterLoop() {
 			}
 			clear(cl.held[k:])
 			cl.held = cl.held[:k]
-			b.resetTimer(timer, now)
+			b.clusterResetTimer(timer, now)
 			continue
 		}
 		if len(cl.held) > 0 {
@@ -435,12 +454,33 @@ func (b *Broker) clusterLoop() {
 		}
 		cl.turns = append(cl.turns, t)
 		b.clusterProcess()
-		b.resetTimer(timer, now)
+		b.clusterResetTimer(timer, now)
 	}
+}
+
+// clusterResetTimer is resetTimer for a member: while it writes a raft
+// snapshot (a bounded part per Process) the loop turns again at once.
+func (b *Broker) clusterResetTimer(t *time.Timer, now time.Time) {
+	if !b.cl.node.SnapshotBusy() {
+		b.resetTimer(t, now)
+		return
+	}
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(0)
 }
 
 func (b *Broker) step(m raftpb.Message) {
 	if err := b.cl.node.Step(m); err != nil {
+		if m.Type == raftpb.MsgSnap {
+			// A refused snapshot leaves this member behind: worth saying.
+			b.lg.Warn("cluster: snapshot from the leader refused", "from", m.From, "err", err)
+			return
+		}
 		b.lg.Debug("cluster: peer message refused", "from", m.From, "type", m.Type.String(), "err", err)
 	}
 }
@@ -471,9 +511,10 @@ func (b *Broker) clusterProcess() {
 		b.refreshTokens()
 	}
 	b.memberChannelsStep(st.Lead == st.ID && st.ID != 0)
-	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 {
+	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 && !(st.Lead == st.ID && cl.node.SnapshotBusy()) {
 		// Parked long-polls end empty on a member that no longer leads:
-		// their clients ask again, and reach the new leader.
+		// their clients ask again, and reach the new leader. (A leader
+		// writing a snapshot keeps them: it serves them right after.)
 		b.waiters.releaseAll()
 	}
 	k := 0

@@ -103,6 +103,17 @@ func (m *membership) apply(cc raftpb.ConfChangeV2) bool {
 	return changed
 }
 
+func (m *membership) clone() membership {
+	c := newMembership()
+	for id, mb := range m.members {
+		c.members[id] = mb
+	}
+	for id := range m.removed {
+		c.removed[id] = true
+	}
+	return c
+}
+
 func (m *membership) list() []Member {
 	out := make([]Member, 0, len(m.members))
 	for _, mb := range m.members {
@@ -140,9 +151,50 @@ func decodeConf(typ raftpb.EntryType, data []byte) (raftpb.ConfChangeV2, error) 
 	}
 }
 
-// loadMembership replays the committed conf changes of a recovered log.
-func loadMembership(rl *wal.RaftLog) (membership, error) {
+// membershipImage is the membership as a snapshot carries it: raft's
+// ConfState has the ids but neither the peer addresses nor the removed
+// ids, which the conf-change entries a snapshot replaces held.
+type membershipImage struct {
+	Members []Member `json:"members"`
+	Removed []uint64 `json:"removed,omitempty"`
+}
+
+func (m *membership) encode() []byte {
+	img := membershipImage{Members: m.list()}
+	for id := range m.removed {
+		img.Removed = append(img.Removed, id)
+	}
+	slices.Sort(img.Removed)
+	b, _ := json.Marshal(img)
+	return b
+}
+
+func decodeMembership(b []byte) (membership, error) {
 	m := newMembership()
+	var img membershipImage
+	if err := json.Unmarshal(b, &img); err != nil {
+		return m, fmt.Errorf("membership: %w", err)
+	}
+	for _, mb := range img.Members {
+		if mb.ID == 0 {
+			return m, fmt.Errorf("membership: a member with id 0")
+		}
+		m.members[mb.ID] = mb
+	}
+	for _, id := range img.Removed {
+		m.removed[id] = true
+	}
+	return m, nil
+}
+
+// loadMembership replays the committed conf changes of a recovered log
+// on top of the membership of its snapshot, if any.
+func loadMembership(rl *wal.RaftLog, ck *checkpoint) (membership, error) {
+	m := newMembership()
+	after := uint64(0)
+	if ck != nil {
+		m, after = ck.mem.clone(), ck.meta.Index
+	}
 	if !rl.HasState {
 		return m, nil
 	}
@@ -150,6 +202,9 @@ func loadMembership(rl *wal.RaftLog) (membership, error) {
 		e := &rl.Entries[i]
 		if e.Index > rl.State.Commit {
 			break
+		}
+		if e.Index <= after {
+			continue
 		}
 		t := raftpb.EntryType(e.Type)
 		if t != raftpb.EntryConfChange && t != raftpb.EntryConfChangeV2 {
@@ -416,6 +471,13 @@ func (n *Node) applyConf(e *raftpb.Entry) (err error) {
 		}()
 		n.rn.ApplyConfChange(cc)
 		n.confApplied = e.Index
+	}
+	if n.snap.ckpt != nil {
+		for _, c := range cc.Changes {
+			if _, had := n.mem.members[c.NodeID]; !had && (c.Type == raftpb.ConfChangeAddLearnerNode || c.Type == raftpb.ConfChangeAddNode) {
+				n.snap.forceAt = max(n.snap.forceAt, e.Index)
+			}
+		}
 	}
 	if n.mem.apply(cc) {
 		n.lg.Info("cluster: membership changed", "id", n.cfg.ID, "index", e.Index, "change", raftpb.ConfChangesToString(cc.Changes), "members", n.mem.list())

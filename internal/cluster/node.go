@@ -69,6 +69,14 @@ type Config struct {
 	// OnMembership, when set, is called on the member's goroutine with
 	// the members whenever an applied conf change altered them.
 	OnMembership func(members []Member, removed []uint64)
+	// Raft snapshots (snapshot.go): one is due after SnapshotEntries
+	// applied entries or SnapshotBytes of log since the last (defaults
+	// DefaultSnapshotEntries, DefaultSnapshotBytes; SnapshotEntries
+	// ^uint64(0) never); SnapshotCatchUp entries before it stay for
+	// followers that lag a little (^uint64(0): none); a snapshot larger
+	// than SnapshotMaxSend bytes is not sent to a follower.
+	SnapshotEntries, SnapshotCatchUp uint64
+	SnapshotBytes, SnapshotMaxSend   int64
 }
 
 // Node is one member: its log (the raft log), its raft.RawNode and its
@@ -106,6 +114,7 @@ type Node struct {
 	removedWhy string // set once this member was removed
 	joining    bool   // started empty with Join: must be added as a learner
 	memChanged bool   // an applied conf change altered the membership
+	snap        snapState
 }
 
 // ownEntry is an entry this leader decided and wrote itself.
@@ -152,17 +161,30 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: open log: %w", err)
 	}
 	rl := &wal.RaftLog{Group: cfg.Group}
-	if _, err := log.Replay(wal.Position{}, rl.Add); err != nil {
+	rs := &replayState{rl: rl}
+	// Segments before a snapshot are deleted: replay from the oldest one
+	// left (LoadStorageAt checks that the log continues the snapshot).
+	var from wal.Position
+	if segs := log.Segments(); len(segs) > 0 {
+		from = segs[0].FirstPos
+		rs.firstSeg = segs[0].Number
+	}
+	if _, err := log.Replay(from, rs.add); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("cluster: replay log %s: %w", cfg.Dir, err)
 	}
-	store, err := LoadStorage(rl, log)
+	var snapMeta raftpb.SnapshotMetadata
+	if rs.ckpt != nil {
+		rs.trim()
+		snapMeta = rs.ckpt.meta
+	}
+	store, err := LoadStorageAt(rl, snapMeta, log)
 	if err != nil {
 		log.Close()
 		return nil, err
 	}
-	fresh := len(rl.Entries) == 0 && !rl.HasState
-	mem, err := loadMembership(rl)
+	fresh := len(rl.Entries) == 0 && !rl.HasState && rs.ckpt == nil
+	mem, err := loadMembership(rl, rs.ckpt)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -215,6 +237,14 @@ func Open(cfg Config) (*Node, error) {
 	n.lastIndex, _ = store.LastIndex()
 	n.sink.n = n
 	n.newEngine()
+	if ck := rs.ckpt; ck != nil {
+		if err := n.loadCheckpoint(ck); err != nil {
+			log.Close()
+			return nil, fmt.Errorf("cluster: load the raft snapshot at entry %d: %w", ck.meta.Index, err)
+		}
+		n.snap.ckpt = ck
+		store.snapData = n.snapshotData(ck)
+	}
 	return n, nil
 }
 
@@ -310,6 +340,7 @@ func (n *Node) Tick() {
 	if n.removedWhy == "" {
 		n.rn.Tick()
 	}
+	n.snapTick()
 }
 
 // ForgetLeader makes a follower forget leader id (when its connection
@@ -340,6 +371,9 @@ func (n *Node) Step(m raftpb.Message) (err error) {
 		return fmt.Errorf("cluster: this node was removed from the cluster (%s): refusing %s from %d", n.removedWhy, m.Type, m.From)
 	}
 	defer n.recoverStep(m, &err)
+	if err := checkSnapMessage(&m); err != nil {
+		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
+	}
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
 	}
@@ -401,7 +435,7 @@ func (n *Node) CatchingUp() bool {
 		// Elected, but the Ready that says so is not handled yet.
 		return n.rn.BasicStatus().RaftState == raft.StateLeader
 	}
-	return n.termStart == 0 || n.applied < n.termStart
+	return n.termStart == 0 || n.applied < n.termStart || n.snapWaiting()
 }
 
 // CanExec says whether Exec would run a command: this member leads, has
@@ -423,6 +457,10 @@ func (n *Node) CanExec() error {
 	}
 	if st.LeadTransferee != raft.None {
 		return notLeader(st.LeadTransferee)
+	}
+	if n.snap.run != nil {
+		// The engine must not change while a snapshot is written.
+		return unavailable("this leader is writing a snapshot; retry shortly")
 	}
 	return nil
 }
@@ -524,14 +562,18 @@ func (n *Node) Process() error {
 			n.fail(err)
 		}
 	}
+	n.maybeSnapshot()
 	return n.failed
 }
 
 func (n *Node) processReady(rd raft.Ready) error {
 	n.roleChange()
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		return fmt.Errorf("raft snapshot at index %d received: installing snapshots is not supported yet", rd.Snapshot.Metadata.Index)
+		if err := n.installSnapshot(rd.Snapshot, rd.HardState); err != nil {
+			return err
+		}
 	}
+	n.noteSnapMessages(rd.Messages)
 	pos := make([]wal.Position, len(rd.Entries))
 	for i := range rd.Entries {
 		e := &rd.Entries[i]
@@ -589,6 +631,9 @@ func (n *Node) processReady(rd raft.Ready) error {
 		}
 	}
 	for i := range rd.CommittedEntries {
+		if n.deferApply(&rd.CommittedEntries[i]) {
+			continue
+		}
 		if err := n.apply(&rd.CommittedEntries[i]); err != nil {
 			return err
 		}
@@ -630,14 +675,15 @@ func (n *Node) roleChange() {
 func (n *Node) rebuild() error {
 	applied := n.applied
 	n.newEngine()
-	first, _ := n.store.FirstIndex()
-	if first > 1 {
-		return fmt.Errorf("rebuild: the raft log starts at %d and snapshots are not supported yet", first)
+	if ck := n.snap.ckpt; ck != nil {
+		if err := n.loadCheckpoint(ck); err != nil {
+			return fmt.Errorf("rebuild: %w", err)
+		}
 	}
-	if applied == 0 {
+	if applied <= n.applied {
 		return nil
 	}
-	ents, err := n.store.Entries(1, applied+1, 1<<62)
+	ents, err := n.store.Entries(n.applied+1, applied+1, 1<<62)
 	if err != nil {
 		return fmt.Errorf("rebuild: read committed entries: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing/cryptotest"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -92,6 +93,22 @@ type simStats struct {
 	puts, takes, acks, crashes, partitions, leaderChanges int
 	acknowledged                                          int // proposals that committed and were answered
 	added, promoted, removed                              int // membership changes applied
+	snapshots, installs, segmentsDropped                  int
+}
+
+// simSnapshotEntries is the members' snapshot threshold (a variable so a
+// test can turn snapshots off).
+var simSnapshotEntries uint64 = 40
+
+// countSnapshots adds what member m's node did with snapshots to the
+// stats (before the node goes: at a crash, and at the end).
+func (s *sim) countSnapshots(m *simMember) {
+	st := m.n.SnapshotStats()
+	s.stats.snapshots += int(st.Taken)
+	s.stats.installs += int(st.Installed)
+	if segs := m.n.Log().Segments(); len(segs) > 0 && segs[0].Number > 1 {
+		s.stats.segmentsDropped = max(s.stats.segmentsDropped, int(segs[0].Number-1))
+	}
 }
 
 type simOp struct {
@@ -130,7 +147,15 @@ func (s *sim) open(m *simMember) error {
 		Peers: []uint64{1, 2, 3},
 		Join:  m.join,
 		Dir:   m.dir,
-		WAL:   wal.Options{Sync: wal.SyncNever, SegmentSize: 256 << 10, Logger: quiet},
+		// Small segments and a small snapshot threshold, without a
+		// catch-up window: snapshots, segment deletion and sending
+		// snapshots to followers that lag (MsgSnap) happen on every seed.
+		WAL:             wal.Options{Sync: wal.SyncNever, SegmentSize: 32 << 10, Logger: quiet},
+		SnapshotEntries: simSnapshotEntries,
+		// Members snapshot at different moments, so followers write theirs
+		// while entries commit.
+		SnapshotBytes:   12 << 10,
+		SnapshotCatchUp: ^uint64(0),
 		Engine: engine.Options{
 			Seed:    s.seed*10 + m.id,
 			Entropy: rand.NewChaCha8([32]byte{byte(s.seed), byte(s.seed >> 8), byte(m.id), byte(s.g)}),
@@ -153,6 +178,10 @@ func (s *sim) open(m *simMember) error {
 				s.failf("member %d: state hash after entry %d (term %d) differs from member %d's", m.id, index, term, s.hashFrom[k])
 			}
 		},
+	}
+	if cfg.SnapshotEntries != ^uint64(0) {
+		cfg.SnapshotEntries += 11 * (m.id - 1)
+		cfg.SnapshotBytes += int64(m.id-1) << 11
 	}
 	n, err := Open(cfg)
 	if err != nil {
@@ -180,7 +209,8 @@ func newSim(seed uint64, dir string) (*sim, error) {
 
 func (s *sim) leader() *simMember {
 	for _, m := range s.members {
-		if !m.gone && m.downUntil == 0 && m.n.CanExec() == nil {
+		// A leader about to snapshot holds commands, as the broker does.
+		if !m.gone && m.downUntil == 0 && m.n.CanExec() == nil && !m.n.CatchingUp() {
 			return m
 		}
 	}
@@ -188,6 +218,7 @@ func (s *sim) leader() *simMember {
 }
 
 func (s *sim) crash(m *simMember) {
+	s.countSnapshots(m)
 	if err := m.n.Crash(); err != nil {
 		s.failf("member %d: crash: %v", m.id, err)
 	}
@@ -474,8 +505,13 @@ func (s *sim) finish() {
 		if m.gone {
 			continue
 		}
+		snapIndex := m.n.store.SnapshotMeta().Index
 		for _, a := range s.acked {
 			term, err := m.n.store.Term(a[0])
+			if errors.Is(err, raft.ErrCompacted) && a[0] <= snapIndex {
+				// A snapshot covers it: the state checks below see its effect.
+				continue
+			}
 			if err != nil || term != a[1] {
 				s.failf("member %d: acknowledged entry %d of term %d lost (log has term %d, %v)", m.id, a[0], a[1], term, err)
 				return
@@ -521,6 +557,7 @@ func (s *sim) converged() bool {
 func (s *sim) close() {
 	for _, m := range s.members {
 		if m.downUntil == 0 && !m.gone {
+			s.countSnapshots(m)
 			m.n.Close()
 		}
 	}
@@ -536,6 +573,10 @@ func runSimWith(t *testing.T, seed uint64, steps int, dir string, membership boo
 	// Nearly every entry raft or a rebuild reads comes back from the log.
 	defer func(n int) { cacheEntries = n }(cacheEntries)
 	cacheEntries = 8
+	// A snapshot takes many steps, with entries committing, crashes and
+	// leader changes while it is written.
+	defer func(n int) { snapTurnJobs = n }(snapTurnJobs)
+	snapTurnJobs = 2
 	// raft draws its election timeouts from crypto/rand: seed it, so that
 	// a run is a function of its seed.
 	cryptotest.SetGlobalRandom(t, seed)
@@ -553,6 +594,12 @@ func runSimWith(t *testing.T, seed uint64, steps int, dir string, membership boo
 	}
 	if s.err == nil && len(s.acked) == 0 {
 		s.err = fmt.Errorf("seed %d: no write was acknowledged in %d steps: the simulation tested nothing", seed, steps)
+	}
+	s.close()
+	s.members = nil
+	if s.err == nil && simSnapshotEntries != ^uint64(0) && (s.stats.snapshots == 0 || s.stats.installs == 0 || s.stats.segmentsDropped == 0) {
+		s.err = fmt.Errorf("seed %d: snapshots %d, installed from a leader %d, log segments dropped %d: the snapshot paths were not exercised",
+			seed, s.stats.snapshots, s.stats.installs, s.stats.segmentsDropped)
 	}
 	return s.stats, s.err
 }
@@ -598,9 +645,11 @@ func TestSimulation(t *testing.T) {
 		total.partitions += st.partitions
 		total.leaderChanges += st.leaderChanges
 		total.acknowledged += st.acknowledged
+		total.snapshots += st.snapshots
+		total.installs += st.installs
 	}
-	t.Logf("%d seeds: %d puts, %d takes, %d acks tried, %d acknowledged; %d crashes, %d partitions, %d leader changes",
-		seeds, total.puts, total.takes, total.acks, total.acknowledged, total.crashes, total.partitions, total.leaderChanges)
+	t.Logf("%d seeds: %d puts, %d takes, %d acks tried, %d acknowledged; %d crashes, %d partitions, %d leader changes; %d snapshots, %d installed from a leader",
+		seeds, total.puts, total.takes, total.acks, total.acknowledged, total.crashes, total.partitions, total.leaderChanges, total.snapshots, total.installs)
 	if total.crashes == 0 || total.leaderChanges < seeds {
 		t.Fatalf("the faults did not happen (crashes %d, leader changes %d): the simulation is not testing failover", total.crashes, total.leaderChanges)
 	}

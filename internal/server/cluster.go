@@ -47,6 +47,9 @@ type ClusterConfig struct {
 	// for the leader to add it (chronoq cluster add) instead of
 	// bootstrapping a configuration of its own (--join).
 	Join bool
+	// SnapshotEntries: a raft snapshot after this many applied entries
+	// (0: the default, docs/cluster.md "Snapshots and log compaction").
+	SnapshotEntries uint64
 }
 
 // MinClusterSecret is the shortest cluster secret accepted.
@@ -170,7 +173,7 @@ func newClusterPart(cfg Config, m *metrics.Metrics) (*clusterPart, *broker.Clust
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return p, &broker.ClusterOptions{ID: cc.NodeID, Peers: ids, Transport: p, TickInterval: cc.TickInterval,
+	return p, &broker.ClusterOptions{ID: cc.NodeID, Peers: ids, Transport: p, TickInterval: cc.TickInterval, SnapshotEntries: cc.SnapshotEntries,
 		OnCommit: func(d time.Duration) { p.metrics.commit.Observe(d.Seconds()) },
 		Addrs:    cc.Peers, Join: cc.Join, OnMembership: p.onMembership, OnRemoved: p.retire}, nil
 }

@@ -1,0 +1,999 @@
+package cluster
+
+// Raft snapshots and log compaction of a member (docs/cluster.md,
+// "Snapshots and log compaction").
+//
+// # Where a snapshot lives: in the member's own log
+//
+// A job's payload and result are references (segment, offset, length) into
+// the member's log, so the bytes of a snapshot must sit where such a
+// reference can point: a member writes its snapshot into its own log, as
+// member-local frames that raft replay does not take for entries:
+//
+//	kind 0xC3, snapshot item, snapItemHeader bytes then an encoded engine
+//	Entry whose payloads and results are inline:
+//	  offset  size  field
+//	       0     1  kind (0xC3)
+//	       1     8  group id
+//	       9     8  the snapshot's raft index
+//	      17     4  the item's number in the snapshot (from 0)
+//	      21     -  engine entry
+//
+//	kind 0xC4, snapshot commit, after the snapshot's items:
+//	       0     1  kind (0xC4)
+//	       1     8  group id
+//	       9     8  raft index
+//	      17     8  raft term
+//	      25     8  time of the entry at index (unix ms)
+//	      33     1  flags (1: received from the leader; it replaces the log)
+//	      34     4  items
+//	      38     8  item bytes (engine entries, headers excluded)
+//	      46     4  conf state length c
+//	      50     c  conf state (raftpb.ConfState encoding)
+//	    50+c     -  membership with peer addresses and removed ids (JSON,
+//	                membership.go: the conf-change entries it replaces
+//	                carried them)
+//
+// A snapshot counts only once its commit frame is read after all its items
+// (replay ignores items without one: a crash while writing them; item
+// number 0 starts a snapshot again, as a member that restarted writes one
+// at the same index again). Raft entries and hard states may come between
+// a snapshot's items, which are written a part per turn. A hard
+// state frame follows the commit frame, so the hard state survives the
+// removal of the segments before the snapshot.
+//
+// # Re-homing payloads instead of relocating them
+//
+// Right after its items are durable, the member applies their job images
+// to its engine: the images equal what the engine holds (the snapshot is
+// taken at a committed state, with nothing running ahead), so this changes
+// nothing but the references, which now point at the copies in the items.
+// No live reference then points before the snapshot, and every log segment
+// before the snapshot's first item and before the oldest entry raft still
+// holds can be deleted. This replaces the single node's relocation
+// (internal/broker/compact.go) in cluster mode: there a relocation is an
+// ordinary logged change, which on a member would have to go through raft.
+// The price is that each snapshot writes every live payload again; a
+// snapshot is therefore due only once the log has grown by the previous
+// snapshot's size (snapshotDue), which bounds what snapshots write to
+// about what the clients wrote, and the share of time a leader spends
+// writing snapshots (holding requests) to the time it takes to write its
+// state once per that much client traffic.
+//
+// # Sending a snapshot
+//
+// raft.Snapshot.Data is the snapshot's items (snapshotData), built from the
+// log when raft first needs it for a follower and kept while a follower
+// waits for it; it travels in memory in one message, so a snapshot larger
+// than Config.SnapshotMaxSend (default 200 MiB, under the transport's
+// 256 MiB message limit) is not sent: the follower must be re-seeded by
+// other means, and the member logs why. A follower validates the data
+// when the message arrives (never after raft accepted it) and writes it
+// into its own log as its own snapshot, flagged as replacing the log, so
+// its payload references point into its own files.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/wal"
+)
+
+const (
+	snapItemKind    byte = 0xC3
+	snapCommitKind  byte = 0xC4
+	snapItemHeader       = 21
+	snapCommitFixed      = 50
+
+	snapFlagInstalled = 1
+
+	// snapDataMagic starts raft.Snapshot.Data: magic u8, version u8,
+	// time i64, membership length u32, membership (JSON, membership.go),
+	// items u32, then items × (length u32, engine entry), then a CRC-32C
+	// of everything before it.
+	snapDataMagic   = 0xC5
+	snapDataVersion = 1
+)
+
+// Snapshot policy defaults (Config).
+const (
+	DefaultSnapshotEntries = 10000
+	DefaultSnapshotBytes   = 64 << 20
+	DefaultSnapshotCatchUp = 1000
+	DefaultSnapshotMaxSend = 200 << 20
+)
+
+// How many log bytes of items go to the disk before their re-homing is
+// applied (bounds the memory a snapshot holds); how many job records one
+// item holds at most.
+var (
+	snapFlushBytes = 16 << 20
+	snapItemJobs   = 256
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkpoint is a complete snapshot in the member's log.
+type checkpoint struct {
+	meta      raftpb.SnapshotMetadata
+	time      int64 // time of the entry at meta.Index
+	installed bool
+	mem       membership // the membership at meta.Index, with addresses
+	items     []wal.Position
+	bytes     int64
+	commit    wal.Position // the commit frame
+}
+
+// snapState is a member's snapshot bookkeeping.
+type snapState struct {
+	ckpt       *checkpoint
+	pending    bool   // the leader waits to reach a committed state
+	stamped    bool   // it proposed an entry to make its engine's time committed
+	waitTicks  int    // ticks spent pending
+	retryAt    uint64 // no new attempt before this tick
+	// forceAt: a member was added at this index while the log before it
+	// is compacted away; the leader snapshots once it applied it, since
+	// raft can only send the new member a snapshot whose configuration
+	// holds it (an older one is refused by the member's raft).
+	forceAt uint64
+	ticks      uint64
+	sent       map[uint64]uint64 // follower → tick a MsgSnap went to it
+	dataIndex  uint64            // data is the Data of the snapshot at dataIndex
+	refused    uint64            // the snapshot found too large to send (logged once)
+	bytesCheck uint64            // next applied index at which to count the log's bytes
+	data       []byte
+	run        *snapRun       // the snapshot being written
+	deferred   []raftpb.Entry // committed meanwhile, applied after it
+	taken      uint64         // snapshots made here
+	installs   uint64         // snapshots received and installed
+	lastTook   time.Duration
+}
+
+// SnapshotStats is what a member did with snapshots.
+type SnapshotStats struct {
+	Index     uint64        // the newest snapshot's index (0: none)
+	Taken     uint64        // snapshots this member made since it started
+	Installed uint64        // snapshots it received from a leader
+	LastTook  time.Duration // how long the last one took to make or install
+}
+
+// SnapshotStats reports the member's snapshots.
+func (n *Node) SnapshotStats() SnapshotStats {
+	st := SnapshotStats{Taken: n.snap.taken, Installed: n.snap.installs, LastTook: n.snap.lastTook}
+	if n.snap.ckpt != nil {
+		st.Index = n.snap.ckpt.meta.Index
+	}
+	return st
+}
+
+func (n *Node) snapshotEntries() uint64 {
+	if n.cfg.SnapshotEntries == 0 {
+		return DefaultSnapshotEntries
+	}
+	return n.cfg.SnapshotEntries
+}
+
+func (n *Node) snapshotBytes() int64 {
+	if n.cfg.SnapshotBytes == 0 {
+		return DefaultSnapshotBytes
+	}
+	return n.cfg.SnapshotBytes
+}
+
+func (n *Node) snapshotMaxSend() int64 {
+	if n.cfg.SnapshotMaxSend == 0 {
+		return DefaultSnapshotMaxSend
+	}
+	return n.cfg.SnapshotMaxSend
+}
+
+func (n *Node) segmentSize() int64 {
+	if n.cfg.WAL.SegmentSize == 0 {
+		return wal.DefaultSegmentSize
+	}
+	return n.cfg.WAL.SegmentSize
+}
+
+// logBytesSince is how much the log holds after pos.
+func (n *Node) logBytesSince(pos wal.Position) int64 {
+	var total int64
+	for _, s := range n.log.Segments() {
+		switch {
+		case s.Number > pos.Segment:
+			total += s.Size
+		case s.Number == pos.Segment:
+			total += max(s.Size-int64(pos.Offset), 0)
+		}
+	}
+	return total
+}
+
+// snapshotDue: enough entries or log bytes since the last snapshot, and
+// the log grew by at least that snapshot's size (see the top of this
+// file).
+func (n *Node) snapshotDue() bool {
+	if n.cfg.SnapshotEntries == ^uint64(0) || n.snap.ticks < n.snap.retryAt {
+		return false
+	}
+	var from uint64
+	var since wal.Position
+	var last int64
+	if ck := n.snap.ckpt; ck != nil {
+		from, since, last = ck.meta.Index, ck.commit, ck.bytes
+	}
+	if n.applied <= from {
+		return false
+	}
+	if n.snap.forceAt != 0 && from < n.snap.forceAt && n.applied >= n.snap.forceAt {
+		return n.leader
+	}
+	if n.applied-from < n.snapshotEntries() && n.applied < n.snap.bytesCheck {
+		return false // the byte count reads the segment table: every 16 entries
+	}
+	n.snap.bytesCheck = n.applied + 16
+	grown := n.logBytesSince(since)
+	if n.applied-from < n.snapshotEntries() && grown < n.snapshotBytes() {
+		return false
+	}
+	return grown >= last
+}
+
+// maybeSnapshot runs after every Process: when a snapshot is due and the
+// engine holds exactly the committed state at the applied index (nothing
+// decided ahead of the commit, and the engine's clock at that entry's
+// time), it writes one. A leader whose engine runs ahead waits, holding
+// new commands (CatchingUp) for a moment; if its clock ran past the last
+// entry (reads advance it), it first commits an entry stamping that time.
+func (n *Node) maybeSnapshot() {
+	if n.failed != nil {
+		return
+	}
+	if n.snap.run != nil {
+		n.continueSnapshot()
+		return
+	}
+	if !n.snap.pending {
+		if !n.snapshotDue() {
+			return
+		}
+		n.snap.pending, n.snap.stamped, n.snap.waitTicks = true, false, 0
+	}
+	if n.ahead > n.applied {
+		return
+	}
+	if n.eng.Now().UnixMilli() != n.lastTime {
+		if !n.leader || n.snap.stamped || n.CanExec() != nil {
+			if !n.leader {
+				n.snap.pending = false
+			}
+			return
+		}
+		n.sink.term = n.leaderTerm
+		if err := n.sink.Append(&engine.Entry{Time: n.eng.Now().UnixMilli()}); err != nil {
+			n.snap.pending = false
+			return
+		}
+		n.snap.stamped = true
+		if n.cfg.OnApplied != nil {
+			n.cfg.OnApplied(n.ahead, n.leaderTerm)
+		}
+		return
+	}
+	n.snap.pending = false
+	if err := n.beginSnapshot(); err != nil {
+		n.fail(fmt.Errorf("snapshot at entry %d: %w", n.applied, err))
+		return
+	}
+	n.continueSnapshot()
+}
+
+func (n *Node) continueSnapshot() {
+	index := n.snap.run.meta.Index
+	if err := n.stepSnapshot(); err != nil {
+		n.snap.run = nil
+		n.fail(fmt.Errorf("snapshot at entry %d: %w", index, err))
+	}
+}
+
+// snapWaiting: a leader holds new commands until its snapshot is taken.
+func (n *Node) snapWaiting() bool { return n.leader && n.snap.pending || n.snap.run != nil }
+
+// SnapshotBusy says a snapshot is being written: the caller should call
+// Process again soon, even with nothing else to do.
+func (n *Node) SnapshotBusy() bool { return n.snap.run != nil }
+
+// snapTick runs on every tick: a leader that waited too long to reach a
+// committed state gives up for a while, and a MsgSnap that got no answer
+// is reported failed so raft sends it again (raft waits for that report
+// forever otherwise).
+func (n *Node) snapTick() {
+	n.snap.ticks++
+	if n.snap.pending {
+		n.snap.waitTicks++
+		if n.snap.waitTicks > 2*n.cfg.ElectionTick {
+			n.snap.pending = false
+			n.snap.retryAt = n.snap.ticks + uint64(5*n.cfg.ElectionTick)
+			n.lg.Warn("cluster: snapshot postponed: the leader's proposals did not commit in time", "id", n.cfg.ID)
+		}
+	}
+	if len(n.snap.sent) == 0 {
+		n.snap.data, n.snap.dataIndex = nil, 0
+		return
+	}
+	st := n.rn.Status()
+	for id, at := range n.snap.sent {
+		pr, ok := st.Progress[id]
+		if !n.leader || !ok || pr.State != tracker.StateSnapshot {
+			delete(n.snap.sent, id)
+			continue
+		}
+		if n.snap.ticks-at > uint64(10*n.cfg.ElectionTick) {
+			n.rn.ReportSnapshot(id, raft.SnapshotFailure)
+			delete(n.snap.sent, id)
+		}
+	}
+}
+
+// noteSnapMessages remembers the snapshots sent, for snapTick.
+func (n *Node) noteSnapMessages(msgs []raftpb.Message) {
+	for i := range msgs {
+		if msgs[i].Type == raftpb.MsgSnap {
+			if n.snap.sent == nil {
+				n.snap.sent = map[uint64]uint64{}
+			}
+			n.snap.sent[msgs[i].To] = n.snap.ticks
+		}
+	}
+}
+
+// confState is the membership raft applies now: at the applied index, as
+// conf changes are applied with their entries.
+func (n *Node) confState() raftpb.ConfState {
+	c := n.rn.Status().Config
+	cs := raftpb.ConfState{
+		Voters:         c.Voters[0].Slice(),
+		VotersOutgoing: c.Voters[1].Slice(),
+		AutoLeave:      c.AutoLeave,
+	}
+	for id := range c.Learners {
+		cs.Learners = append(cs.Learners, id)
+	}
+	for id := range c.LearnersNext {
+		cs.LearnersNext = append(cs.LearnersNext, id)
+	}
+	sortIDs(cs.Learners)
+	sortIDs(cs.LearnersNext)
+	return cs
+}
+
+func sortIDs(ids []uint64) {
+	for i := 1; i < len(ids); i++ {
+		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
+			ids[j], ids[j-1] = ids[j-1], ids[j]
+		}
+	}
+}
+
+// snapWriter appends a snapshot's items to the log, committing every
+// snapFlushBytes; durable is called with each item, decoded with its
+// blobs located in the log, once it is on disk.
+type snapWriter struct {
+	n       *Node
+	index   uint64
+	ck      *checkpoint
+	pend    [][]byte // item frames appended since the last commit
+	pendPos []wal.Position
+	pendLen int
+	durable func(*engine.Entry) error
+}
+
+func (n *Node) newSnapWriter(index uint64, durable func(*engine.Entry) error) *snapWriter {
+	return &snapWriter{n: n, index: index, ck: &checkpoint{}, durable: durable}
+}
+
+func (w *snapWriter) add(ent []byte) error {
+	frame := make([]byte, 0, snapItemHeader+len(ent))
+	frame = append(frame, snapItemKind)
+	frame = binary.LittleEndian.AppendUint64(frame, w.n.cfg.Group)
+	frame = binary.LittleEndian.AppendUint64(frame, w.index)
+	frame = binary.LittleEndian.AppendUint32(frame, uint32(len(w.ck.items)))
+	frame = append(frame, ent...)
+	pos, err := w.n.log.Append(frame)
+	if err != nil {
+		return fmt.Errorf("append snapshot item: %w", err)
+	}
+	w.ck.items = append(w.ck.items, pos)
+	w.ck.bytes += int64(len(ent))
+	w.pend, w.pendPos = append(w.pend, frame), append(w.pendPos, pos)
+	w.pendLen += len(frame)
+	if w.pendLen >= snapFlushBytes {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *snapWriter) flush() error {
+	if err := w.n.log.Commit(); err != nil {
+		return fmt.Errorf("write snapshot items: %w", err)
+	}
+	for i, frame := range w.pend {
+		pos := w.pendPos[i]
+		ent, err := engine.DecodeEntry(frame[snapItemHeader:], pos.Segment, pos.Offset+wal.FrameHeaderSize+snapItemHeader)
+		if err != nil {
+			return fmt.Errorf("snapshot item at %s: %w", pos, err)
+		}
+		if err := w.durable(ent); err != nil {
+			return err
+		}
+	}
+	clear(w.pend)
+	w.pend, w.pendPos, w.pendLen = w.pend[:0], w.pendPos[:0], 0
+	return nil
+}
+
+// finish writes the commit frame and the hard state after it, durably,
+// then hands the last items to durable.
+func (w *snapWriter) finish(meta raftpb.SnapshotMetadata, t int64, installed bool, mem membership, hs raftpb.HardState) (*checkpoint, error) {
+	cs, err := meta.ConfState.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode conf state: %w", err)
+	}
+	mb := mem.encode()
+	le := binary.LittleEndian
+	b := make([]byte, 0, snapCommitFixed+len(cs)+len(mb))
+	b = append(b, snapCommitKind)
+	b = le.AppendUint64(b, w.n.cfg.Group)
+	b = le.AppendUint64(b, meta.Index)
+	b = le.AppendUint64(b, meta.Term)
+	b = le.AppendUint64(b, uint64(t))
+	var flags byte
+	if installed {
+		flags |= snapFlagInstalled
+	}
+	b = append(b, flags)
+	b = le.AppendUint32(b, uint32(len(w.ck.items)))
+	b = le.AppendUint64(b, uint64(w.ck.bytes))
+	b = le.AppendUint32(b, uint32(len(cs)))
+	b = append(b, cs...)
+	b = append(b, mb...)
+	pos, err := w.n.log.Append(b)
+	if err != nil {
+		return nil, fmt.Errorf("append snapshot commit: %w", err)
+	}
+	if _, err := w.n.log.Append(wal.AppendRaftState(nil, &wal.RaftState{Group: w.n.cfg.Group, Term: hs.Term, Vote: hs.Vote, Commit: hs.Commit})); err != nil {
+		return nil, fmt.Errorf("append hard state: %w", err)
+	}
+	if err := w.flush(); err != nil {
+		return nil, err
+	}
+	w.ck.meta, w.ck.time, w.ck.installed, w.ck.commit, w.ck.mem = meta, t, installed, pos, mem.clone()
+	return w.ck, nil
+}
+
+// snapRun is a snapshot being written, a bounded number of jobs per
+// Process (snapTurnJobs) so that the loop keeps sending heartbeats and
+// answering peers while a large state is written. Meanwhile the engine
+// must not change: the leader runs no command (CanExec refuses, and
+// CatchingUp tells the broker to hold requests), and committed entries
+// are kept aside (deferred) and applied once the snapshot is written.
+type snapRun struct {
+	w       *snapWriter
+	it      *engine.SnapshotIter
+	meta    raftpb.SnapshotMetadata
+	time    int64
+	start   time.Time
+	buf     []byte
+	maxItem int
+}
+
+// snapTurnJobs bounds the jobs a snapshot writes per Process.
+var snapTurnJobs = 4096
+
+// beginSnapshot starts writing the engine's state at the applied index.
+func (n *Node) beginSnapshot() error {
+	index := n.applied
+	term, err := n.store.Term(index)
+	if err != nil {
+		return fmt.Errorf("term of entry %d: %w", index, err)
+	}
+	eng := n.eng
+	r := &snapRun{
+		meta:    raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: n.confState()},
+		time:    n.lastTime,
+		start:   time.Now(),
+		it:      eng.Snapshot(),
+		maxItem: int(min(int64(1<<20), n.segmentSize()/4)),
+	}
+	r.w = n.newSnapWriter(index, func(ent *engine.Entry) error {
+		// Only job records carry blobs: applying their images again moves
+		// the references to the item and changes nothing else.
+		k := 0
+		for i := range ent.Records {
+			rec := &ent.Records[i]
+			if rec.Kind == engine.KindJob && (rec.Job.Payload.Data != nil || rec.Job.Result.Data != nil) {
+				ent.Records[k] = *rec
+				k++
+			}
+		}
+		if k > 0 {
+			ent.Records = ent.Records[:k]
+			eng.Apply(ent)
+		}
+		return nil
+	})
+	n.snap.run = r
+	return nil
+}
+
+// stepSnapshot writes the next jobs of the running snapshot, and finishes
+// it when the walk is over.
+func (n *Node) stepSnapshot() error {
+	r := n.snap.run
+	for done := 0; done < snapTurnJobs; {
+		ent := r.it.Next(min(snapItemJobs, snapTurnJobs-done))
+		if ent == nil {
+			return n.finishSnapshot()
+		}
+		done += len(ent.Records)
+		recs := ent.Records
+		for len(recs) > 0 {
+			size := 0
+			k := 0
+			for k < len(recs) && (k == 0 || size < r.maxItem) {
+				rec := &recs[k]
+				if rec.Kind == engine.KindJob {
+					for _, b := range []*engine.Blob{&rec.Job.Payload, &rec.Job.Result} {
+						if b.Ref.Len == 0 {
+							continue // a zero reference is a null payload, another an empty one: keep it
+						}
+						data, err := n.ReadBlob(b.Ref)
+						if err != nil {
+							return fmt.Errorf("read job %s's blob at %d:%d: %w", rec.Job.ID, b.Ref.Segment, b.Ref.Offset, err)
+						}
+						b.Data = data
+						size += len(data)
+					}
+				}
+				size += 64
+				k++
+			}
+			part := engine.Entry{Time: r.time, Records: recs[:k]}
+			r.buf = part.Encode(r.buf[:0])
+			if err := r.w.add(r.buf); err != nil {
+				return err
+			}
+			recs = recs[k:]
+		}
+	}
+	return nil
+}
+
+// finishSnapshot commits the snapshot, compacts raft's storage, deletes
+// the log segments nothing needs any more, and applies the entries that
+// committed meanwhile.
+func (n *Node) finishSnapshot() error {
+	r := n.snap.run
+	ck, err := r.w.finish(r.meta, r.time, false, n.mem, n.store.hs)
+	if err != nil {
+		return err
+	}
+	n.snap.run = nil
+	if err := n.store.CreateSnapshot(r.meta, n.snapshotData(ck)); err != nil {
+		return err
+	}
+	keep := n.cfg.SnapshotCatchUp
+	if keep == 0 {
+		keep = DefaultSnapshotCatchUp
+	} else if keep == ^uint64(0) {
+		keep = 0
+	}
+	if r.meta.Index > keep {
+		if err := n.store.Compact(r.meta.Index - keep); err != nil {
+			return err
+		}
+	}
+	n.snap.ckpt = ck
+	n.snap.taken++
+	n.snap.lastTook = time.Since(r.start)
+	n.dropSegments()
+	n.lg.Info("cluster: snapshot written", "id", n.cfg.ID, "index", r.meta.Index, "jobs", n.eng.Jobs(), "bytes", ck.bytes, "took", n.snap.lastTook.Round(time.Millisecond).String())
+	return n.applyDeferred()
+}
+
+// applyDeferred applies the entries that committed while a snapshot was
+// written.
+func (n *Node) applyDeferred() error {
+	ents := n.snap.deferred
+	n.snap.deferred = nil
+	for i := range ents {
+		if err := n.apply(&ents[i]); err != nil {
+			return err
+		}
+	}
+	n.completePending()
+	return nil
+}
+
+// deferApply keeps a committed entry aside while a snapshot is written;
+// it answers false when the entry is to be applied now.
+func (n *Node) deferApply(e *raftpb.Entry) bool {
+	if n.snap.run == nil {
+		return false
+	}
+	n.snap.deferred = append(n.snap.deferred, *e)
+	return true
+}
+
+// abortSnapshot drops a snapshot being written (a leader's snapshot
+// replaces the state): its items stay in the log without a commit frame,
+// which replay ignores. The deferred entries are all covered by the
+// received snapshot.
+func (n *Node) abortSnapshot() {
+	if n.snap.run != nil {
+		n.lg.Info("cluster: snapshot abandoned for the leader's", "id", n.cfg.ID, "index", n.snap.run.meta.Index)
+	}
+	n.snap.run, n.snap.deferred = nil, nil
+}
+
+// takeSnapshot writes a whole snapshot at once (tests and measurements).
+func (n *Node) takeSnapshot() error {
+	if err := n.beginSnapshot(); err != nil {
+		return err
+	}
+	for n.snap.run != nil {
+		if err := n.stepSnapshot(); err != nil {
+			n.snap.run = nil
+			return err
+		}
+	}
+	return nil
+}
+
+// dropSegments deletes the log segments before the newest snapshot's
+// first item and before the oldest entry raft holds, unless a live job
+// still points into one (which re-homing should have made impossible; it
+// is checked so a mistake costs disk, not data).
+func (n *Node) dropSegments() {
+	ck := n.snap.ckpt
+	if ck == nil {
+		return
+	}
+	upto := ck.commit.Segment
+	if len(ck.items) > 0 {
+		upto = min(upto, ck.items[0].Segment)
+	}
+	if p, ok := n.store.FirstPosition(); ok {
+		upto = min(upto, p.Segment)
+	}
+	for _, o := range n.own {
+		upto = min(upto, o.pos.Segment)
+	}
+	live := n.eng.LiveBytes()
+	for _, s := range n.log.Segments() {
+		if s.Number >= upto {
+			break
+		}
+		if live[s.Number] > 0 {
+			n.lg.Warn("cluster: a live job still points before the snapshot; keeping the segment", "id", n.cfg.ID, "segment", s.Number)
+			upto = s.Number
+			break
+		}
+	}
+	if err := n.log.RemoveSegmentsBefore(upto); err != nil {
+		n.lg.Warn("cluster: removing log segments before the snapshot failed", "id", n.cfg.ID, "err", err)
+	}
+}
+
+var errSnapshotTooLarge = errors.New("snapshot too large to send")
+
+// snapshotData builds raft.Snapshot.Data for ck from the log, once per
+// snapshot while followers wait for it (snapTick drops it).
+func (n *Node) snapshotData(ck *checkpoint) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		if n.snap.data != nil && n.snap.dataIndex == ck.meta.Index {
+			return n.snap.data, nil
+		}
+		mb := ck.mem.encode()
+		size := ck.bytes + int64(len(ck.items))*4 + 22 + int64(len(mb))
+		if size > n.snapshotMaxSend() {
+			if n.snap.refused == ck.meta.Index {
+				return nil, errSnapshotTooLarge // said once per snapshot: raft asks on every heartbeat
+			}
+			n.snap.refused = ck.meta.Index
+			n.lg.Error("cluster: a follower needs a snapshot larger than this member sends", "id", n.cfg.ID, "index", ck.meta.Index, "bytes", size, "limit", n.snapshotMaxSend())
+			return nil, errSnapshotTooLarge
+		}
+		le := binary.LittleEndian
+		data := make([]byte, 0, size)
+		data = append(data, snapDataMagic, snapDataVersion)
+		data = le.AppendUint64(data, uint64(ck.time))
+		data = le.AppendUint32(data, uint32(len(mb)))
+		data = append(data, mb...)
+		data = le.AppendUint32(data, uint32(len(ck.items)))
+		for _, pos := range ck.items {
+			body, err := n.readItem(pos, ck.meta.Index)
+			if err != nil {
+				n.lg.Error("cluster: cannot read the snapshot to send it", "id", n.cfg.ID, "err", err)
+				return nil, err
+			}
+			data = le.AppendUint32(data, uint32(len(body)))
+			data = append(data, body...)
+		}
+		data = le.AppendUint32(data, crc32.Checksum(data, castagnoli))
+		n.snap.data, n.snap.dataIndex = data, ck.meta.Index
+		return data, nil
+	}
+}
+
+// readItem reads the engine entry of the snapshot item at pos.
+func (n *Node) readItem(pos wal.Position, index uint64) ([]byte, error) {
+	body, err := n.log.ReadFrame(pos)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot item at %s: %w", pos, err)
+	}
+	if len(body) < snapItemHeader || body[0] != snapItemKind || binary.LittleEndian.Uint64(body[9:]) != index {
+		return nil, fmt.Errorf("%w: the frame at %s is not an item of the snapshot at entry %d", wal.ErrCorrupt, pos, index)
+	}
+	return body[snapItemHeader:], nil
+}
+
+// parseSnapshotData checks raft.Snapshot.Data from a peer and returns its
+// time, membership and items (aliasing data). Every item must decode as an
+// engine entry: a bad snapshot is refused before raft sees it.
+func parseSnapshotData(data []byte) (t int64, mem membership, items [][]byte, err error) {
+	le := binary.LittleEndian
+	if len(data) < 22 {
+		return 0, mem, nil, fmt.Errorf("snapshot data of %d bytes, shorter than its 22-byte frame", len(data))
+	}
+	if data[0] != snapDataMagic || data[1] != snapDataVersion {
+		return 0, mem, nil, fmt.Errorf("snapshot data starts with %#02x %d, want %#02x %d", data[0], data[1], snapDataMagic, snapDataVersion)
+	}
+	body := data[:len(data)-4]
+	if got, want := crc32.Checksum(body, castagnoli), le.Uint32(data[len(data)-4:]); got != want {
+		return 0, mem, nil, fmt.Errorf("snapshot data checksum %08x, want %08x", got, want)
+	}
+	t = int64(le.Uint64(body[2:]))
+	ml := uint64(le.Uint32(body[10:]))
+	rest := body[14:]
+	if ml > uint64(len(rest))-4 {
+		return 0, mem, nil, fmt.Errorf("snapshot data: membership of %d bytes, only %d left", ml, len(rest)-4)
+	}
+	if mem, err = decodeMembership(rest[:ml]); err != nil {
+		return 0, mem, nil, fmt.Errorf("snapshot data: %w", err)
+	}
+	rest = rest[ml:]
+	count := le.Uint32(rest)
+	rest = rest[4:]
+	if uint64(count)*4 > uint64(len(rest)) {
+		return 0, mem, nil, fmt.Errorf("snapshot data claims %d items in %d bytes", count, len(rest))
+	}
+	items = make([][]byte, 0, count)
+	for i := uint32(0); i < count; i++ {
+		if len(rest) < 4 {
+			return 0, mem, nil, fmt.Errorf("snapshot data: item %d of %d is missing", i, count)
+		}
+		l := le.Uint32(rest)
+		if uint64(l) > uint64(len(rest)-4) {
+			return 0, mem, nil, fmt.Errorf("snapshot data: item %d of %d bytes, only %d left", i, l, len(rest)-4)
+		}
+		item := rest[4 : 4+l]
+		if _, err := engine.DecodeEntry(item, 0, 0); err != nil {
+			return 0, mem, nil, fmt.Errorf("snapshot data: item %d: %w", i, err)
+		}
+		items = append(items, item)
+		rest = rest[4+l:]
+	}
+	if len(rest) != 0 {
+		return 0, mem, nil, fmt.Errorf("snapshot data: %d bytes after its %d items", len(rest), count)
+	}
+	return t, mem, items, nil
+}
+
+// checkSnapMessage refuses a MsgSnap whose data is not a valid snapshot,
+// before raft accepts it (raft would otherwise restore its log from it).
+func checkSnapMessage(m *raftpb.Message) error {
+	if m.Type != raftpb.MsgSnap || m.Snapshot == nil {
+		return nil
+	}
+	if _, _, _, err := parseSnapshotData(m.Snapshot.Data); err != nil {
+		return fmt.Errorf("snapshot at entry %d refused: %w", m.Snapshot.Metadata.Index, err)
+	}
+	return nil
+}
+
+// installSnapshot writes a snapshot received from the leader into this
+// member's log as its own and rebuilds the engine from it, before the
+// Ready's entries (which follow it) are handled.
+func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error {
+	start := time.Now()
+	if n.ahead > n.applied {
+		return fmt.Errorf("snapshot at entry %d received while the engine holds uncommitted entries up to %d", snap.Metadata.Index, n.ahead)
+	}
+	t, mem, items, err := parseSnapshotData(snap.Data)
+	if err != nil {
+		return fmt.Errorf("install snapshot at entry %d: %w", snap.Metadata.Index, err)
+	}
+	if n.joining {
+		// As in applyConf: a member that joined with an empty log must be
+		// a learner in the membership it receives.
+		if mb, ok := mem.members[n.cfg.ID]; ok && !mb.Learner {
+			return fmt.Errorf("node %d started with --join and an empty data directory, but the leader's snapshot makes it a voter: "+
+				"its id belonged to an earlier member; replace a member that lost its data under a new id (docs/cluster.md)", n.cfg.ID)
+		}
+	}
+	n.abortSnapshot()
+	n.newEngine()
+	eng := n.eng
+	w := n.newSnapWriter(snap.Metadata.Index, func(ent *engine.Entry) error {
+		eng.Apply(ent)
+		return nil
+	})
+	for _, item := range items {
+		if err := w.add(item); err != nil {
+			return err
+		}
+	}
+	if raft.IsEmptyHardState(hs) {
+		hs = n.store.hs
+	}
+	hs.Commit = max(hs.Commit, snap.Metadata.Index)
+	ck, err := w.finish(snap.Metadata, t, true, mem, hs)
+	if err != nil {
+		return err
+	}
+	if err := n.store.ApplySnapshot(snap.Metadata, n.snapshotData(ck)); err != nil {
+		return err
+	}
+	n.store.SetHardState(hs)
+	n.applied, n.ahead, n.lastTime, n.lastIndex = ck.meta.Index, ck.meta.Index, t, ck.meta.Index
+	n.confApplied = max(n.confApplied, ck.meta.Index)
+	n.mem, n.memChanged = mem.clone(), true
+	if mb, ok := mem.members[n.cfg.ID]; ok && mb.Learner {
+		n.joining = false
+	}
+	if _, ok := mem.members[n.cfg.ID]; !ok && mem.removed[n.cfg.ID] {
+		n.MarkRemoved(fmt.Sprintf("the leader's snapshot at log index %d no longer holds it", ck.meta.Index))
+	}
+	n.snap.ckpt = ck
+	n.snap.installs++
+	n.snap.lastTook = time.Since(start)
+	n.dropSegments()
+	n.lg.Info("cluster: snapshot from the leader installed", "id", n.cfg.ID, "index", ck.meta.Index, "jobs", eng.Jobs(), "bytes", ck.bytes, "took", n.snap.lastTook.Round(time.Millisecond).String())
+	if n.cfg.OnApplied != nil {
+		n.cfg.OnApplied(ck.meta.Index, ck.meta.Term)
+	}
+	return nil
+}
+
+// loadCheckpoint rebuilds a fresh engine from a snapshot in the log.
+func (n *Node) loadCheckpoint(ck *checkpoint) error {
+	for _, pos := range ck.items {
+		body, err := n.readItem(pos, ck.meta.Index)
+		if err != nil {
+			return err
+		}
+		ent, err := engine.DecodeEntry(body, pos.Segment, pos.Offset+wal.FrameHeaderSize+snapItemHeader)
+		if err != nil {
+			return fmt.Errorf("snapshot item at %s: %w", pos, err)
+		}
+		n.eng.Apply(ent)
+	}
+	n.applied, n.ahead, n.lastTime = ck.meta.Index, ck.meta.Index, ck.time
+	n.confApplied = max(n.confApplied, ck.meta.Index)
+	return nil
+}
+
+// replayState collects a member's log on replay: raft entries and hard
+// state (wal.RaftLog) and the newest complete snapshot, whose entries it
+// drops from the raft log (all of them for a snapshot received from a
+// leader, which replaced the log).
+type replayState struct {
+	rl       *wal.RaftLog
+	firstSeg uint32 // the oldest segment replayed
+	skipping bool   // the items being read lack their start
+	partial  bool   // ... because they began in segments removed
+	building uint64 // index of the snapshot whose items are being read
+	items    []wal.Position
+	bytes    int64
+	ckpt     *checkpoint
+}
+
+func (r *replayState) add(pos wal.Position, body []byte) error {
+	if len(body) == 0 || (body[0] != snapItemKind && body[0] != snapCommitKind) {
+		return r.rl.Add(pos, body)
+	}
+	le := binary.LittleEndian
+	if body[0] == snapItemKind {
+		if len(body) < snapItemHeader {
+			return fmt.Errorf("record at %s: %w: snapshot item of %d bytes, shorter than its header", pos, wal.ErrCorrupt, len(body))
+		}
+		if g := le.Uint64(body[1:]); g != r.rl.Group {
+			return fmt.Errorf("record at %s: %w: snapshot item of raft group %d in the log of group %d", pos, wal.ErrCorrupt, g, r.rl.Group)
+		}
+		idx, seq := le.Uint64(body[9:]), le.Uint32(body[17:])
+		switch {
+		case seq == 0:
+			r.building, r.items, r.bytes, r.skipping, r.partial = idx, r.items[:0], 0, false, false
+		case r.skipping && idx == r.building:
+			return nil
+		case idx != r.building || seq != uint32(len(r.items)):
+			// The rest of a snapshot whose first items are gone (in
+			// segments a newer snapshot let go).
+			r.building, r.items, r.bytes, r.skipping = idx, r.items[:0], 0, true
+			r.partial = pos.Segment == r.firstSeg
+			return nil
+		}
+		r.items = append(r.items, pos)
+		r.bytes += int64(len(body) - snapItemHeader)
+		return nil
+	}
+	if len(body) < snapCommitFixed {
+		return fmt.Errorf("record at %s: %w: snapshot commit of %d bytes, shorter than %d", pos, wal.ErrCorrupt, len(body), snapCommitFixed)
+	}
+	if g := le.Uint64(body[1:]); g != r.rl.Group {
+		return fmt.Errorf("record at %s: %w: snapshot commit of raft group %d in the log of group %d", pos, wal.ErrCorrupt, g, r.rl.Group)
+	}
+	ck := &checkpoint{
+		meta:      raftpb.SnapshotMetadata{Index: le.Uint64(body[9:]), Term: le.Uint64(body[17:])},
+		time:      int64(le.Uint64(body[25:])),
+		installed: body[33]&snapFlagInstalled != 0,
+		commit:    pos,
+	}
+	count, size := le.Uint32(body[34:]), int64(le.Uint64(body[38:]))
+	csLen := uint64(le.Uint32(body[46:]))
+	if csLen > uint64(len(body)-snapCommitFixed) {
+		return fmt.Errorf("record at %s: %w: snapshot commit's conf state of %d bytes, only %d left", pos, wal.ErrCorrupt, csLen, len(body)-snapCommitFixed)
+	}
+	if err := ck.meta.ConfState.Unmarshal(body[snapCommitFixed : snapCommitFixed+csLen]); err != nil {
+		return fmt.Errorf("record at %s: %w: snapshot commit's conf state: %v", pos, wal.ErrCorrupt, err)
+	}
+	mem, err := decodeMembership(body[snapCommitFixed+csLen:])
+	if err != nil {
+		return fmt.Errorf("record at %s: %w: snapshot commit's %v", pos, wal.ErrCorrupt, err)
+	}
+	ck.mem = mem
+	if ck.meta.Index != r.building || r.skipping || uint32(len(r.items)) != count || r.bytes != size {
+		if (ck.meta.Index == r.building && r.skipping && r.partial) || (ck.meta.Index != r.building && pos.Segment == r.firstSeg) {
+			// An older snapshot whose first items were in segments a newer
+			// one let go: ignore it (if no newer one follows, the raft
+			// entries do not continue any snapshot and LoadStorageAt
+			// refuses the log).
+			r.items, r.building, r.bytes, r.skipping, r.partial = r.items[:0], 0, 0, false, false
+			return nil
+		}
+		return fmt.Errorf("record at %s: %w: snapshot commit for entry %d with %d items of %d bytes follows %d items of %d bytes of the snapshot at entry %d",
+			pos, wal.ErrCorrupt, ck.meta.Index, count, size, len(r.items), r.bytes, r.building)
+	}
+	ck.items, ck.bytes = append([]wal.Position(nil), r.items...), size
+	r.items, r.building, r.bytes, r.skipping, r.partial = r.items[:0], 0, 0, false, false
+	r.ckpt = ck
+	if ck.installed {
+		r.rl.Entries, r.rl.Pos = r.rl.Entries[:0], r.rl.Pos[:0]
+	} else {
+		r.trim()
+	}
+	return nil
+}
+
+// trim drops the raft entries the snapshot covers.
+func (r *replayState) trim() {
+	if r.ckpt == nil {
+		return
+	}
+	k := 0
+	for k < len(r.rl.Entries) && r.rl.Entries[k].Index <= r.ckpt.meta.Index {
+		k++
+	}
+	if k > 0 {
+		r.rl.Entries = append(r.rl.Entries[:0], r.rl.Entries[k:]...)
+		r.rl.Pos = append(r.rl.Pos[:0], r.rl.Pos[k:]...)
+	}
+}
