@@ -114,7 +114,7 @@ type Node struct {
 	removedWhy string // set once this member was removed
 	joining    bool   // started empty with Join: must be added as a learner
 	memChanged bool   // an applied conf change altered the membership
-	snap        snapState
+	snap       snapState
 }
 
 // ownEntry is an entry this leader decided and wrote itself.

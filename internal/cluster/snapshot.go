@@ -134,16 +134,16 @@ type checkpoint struct {
 
 // snapState is a member's snapshot bookkeeping.
 type snapState struct {
-	ckpt       *checkpoint
-	pending    bool   // the leader waits to reach a committed state
-	stamped    bool   // it proposed an entry to make its engine's time committed
-	waitTicks  int    // ticks spent pending
-	retryAt    uint64 // no new attempt before this tick
+	ckpt      *checkpoint
+	pending   bool   // the leader waits to reach a committed state
+	stamped   bool   // it proposed an entry to make its engine's time committed
+	waitTicks int    // ticks spent pending
+	retryAt   uint64 // no new attempt before this tick
 	// forceAt: a member was added at this index while the log before it
 	// is compacted away; the leader snapshots once it applied it, since
 	// raft can only send the new member a snapshot whose configuration
 	// holds it (an older one is refused by the member's raft).
-	forceAt uint64
+	forceAt    uint64
 	ticks      uint64
 	sent       map[uint64]uint64 // follower → tick a MsgSnap went to it
 	dataIndex  uint64            // data is the Data of the snapshot at dataIndex
