@@ -49,7 +49,7 @@ func TestSettingsPrecedence(t *testing.T) {
 // the server's cluster configuration.
 func TestServeJoinFlag(t *testing.T) {
 	err := serve([]string{"--data", t.TempDir(), "--beanstalk", "", "--join"})
-	if err == nil || !strings.Contains(err.Error(), "--join need") {
+	if err == nil || !strings.Contains(err.Error(), "--join and --snapshot-entries need") {
 		t.Fatalf("--join without --node-id/--peers: %v", err)
 	}
 	var c serveConfig
