@@ -187,7 +187,12 @@ func (c *conn) kickLocked() {
 	}
 	if !c.writing {
 		c.writing = true
-		if c.raw != nil && flushable(c.q) {
+		// Only publications wait for a flusher: a reply to a connection
+		// that has nothing else queued goes out from its own goroutine at
+		// once, so a publisher hears back (and sends its next publication)
+		// while the flushers are still walking the subscribers of its last
+		// one, which then go out together.
+		if c.raw != nil && c.q[0].kind == kindPub && flushable(c.q) {
 			if c.hotLocked(monoNow()) {
 				c.s.queueLater(c)
 			} else {

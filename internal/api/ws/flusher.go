@@ -187,6 +187,13 @@ func (c *conn) flushOnce(buf []byte, batch []outMsg) ([]byte, []outMsg) {
 		}
 	}
 	clear(batch)
+	// A deadline flushWS set stays on the socket, and once past it fails
+	// every write, even a non-blocking one: clear it (the flushers never
+	// wait, so they need none).
+	if !c.wdeadline.IsZero() {
+		c.nc.SetWriteDeadline(time.Time{})
+		c.wdeadline = time.Time{}
+	}
 	n, err := c.tryWrite(buf)
 	if err != nil {
 		c.finishWriting(true)

@@ -208,3 +208,34 @@ func TestFlusherHandsTheRestToTheWriter(t *testing.T) {
 	}
 	waitFor(t, "the writer to finish", c.idle)
 }
+
+// A connection whose writer goroutine once set a write deadline that has
+// passed since (a reply, a ping long ago) must still get publications
+// through the flushers: the stale deadline used to fail their write and
+// close the connection (1006) ten seconds after its last reply.
+func TestFlusherIgnoresAStaleWriteDeadline(t *testing.T) {
+	s, err := New(nil, nil, Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cli := tcpConn(t, s)
+	cli.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(cli)
+	c.reply(1, struct{}{}) // through flushWS, which sets a deadline
+	if op, b := readFrame(t, r); op != 1 || string(b) != `{"id":1,"result":{}}` {
+		t.Fatalf("reply: opcode %d %q", op, b)
+	}
+	waitFor(t, "the writer to finish", c.idle)
+	past := time.Now().Add(-time.Second) // as if WriteTimeout had passed since
+	c.mu.Lock()
+	c.nc.SetWriteDeadline(past)
+	c.wdeadline = past
+	c.mu.Unlock()
+	c.Deliver(testPub(1, `"after"`))
+	if got := readPubOffset(t, r); got != 1 {
+		t.Fatalf("offset %d, want 1", got)
+	}
+	if c.isClosing() {
+		t.Fatal("the connection is closing")
+	}
+}
