@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fan-out before/after and against Centrifugo, alternating: two chronoq
-# builds (BASE_BIN, NEW_BIN; NEW also with --ws-pub-interval 0) and
+# builds (BASE_BIN, NEW_BIN; NEW also with --ws-pub-interval 10ms) and
 # Centrifugo run at the same time, and every repetition runs the fanout
 # scenario (one channel, one publisher, N WebSocket subscribers, JSON,
 # 100-byte payload) against each in turn at 1 000 and 10 000 subscribers.
@@ -39,7 +39,7 @@ print("| subscribers | A | B | A÷B deliveries per server CPU-s (median of reps)
 print("|---:|---|---|---:|---:|")
 byrep = {(r["conns"], r["target"], r["rep"]): r for r in rows}
 for n in sorted({r["conns"] for r in rows}):
-    for a, b in [("new", "base"), ("new-nointerval", "base"), ("new", "centrifugo"), ("new-nointerval", "centrifugo"), ("base", "centrifugo")]:
+    for a, b in [("new", "base"), ("new-pub-interval-10ms", "base"), ("new", "centrifugo"), ("new-pub-interval-10ms", "centrifugo"), ("base", "centrifugo"), ("new-pub-interval-10ms", "new")]:
         q, s = [], []
         for rep in sorted({r["rep"] for r in rows}):
             ra, rb = byrep.get((n, a, rep)), byrep.get((n, b, rep))
@@ -70,7 +70,7 @@ flags=(--max-connections 12000 --connect-rate 5000)
 pids+=($!)
 "$NEW" serve --data "$D/new" --http 127.0.0.1:25277 --admin 127.0.0.1:25278 --beanstalk 127.0.0.1:25220 "${flags[@]}" >"$D/new.log" 2>&1 &
 pids+=($!)
-"$NEW" serve --data "$D/new0" --http 127.0.0.1:25377 --admin 127.0.0.1:25378 --beanstalk 127.0.0.1:25320 "${flags[@]}" --ws-pub-interval 0 >"$D/new0.log" 2>&1 &
+"$NEW" serve --data "$D/new10" --http 127.0.0.1:25377 --admin 127.0.0.1:25378 --beanstalk 127.0.0.1:25320 "${flags[@]}" --ws-pub-interval 10ms >"$D/new10.log" 2>&1 &
 pids+=($!)
 cat >"$D/centrifugo.json" <<EOF
 {"client": {"insecure": true, "allowed_origins": ["*"]},
@@ -110,7 +110,7 @@ for rep in $(seq "$REPS"); do
 		echo "rep $rep n $n $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 		run base chronoq-ws 25177 "$n"
 		run new chronoq-ws 25277 "$n"
-		run new-nointerval chronoq-ws 25377 "$n"
+		run new-pub-interval-10ms chronoq-ws 25377 "$n"
 		run centrifugo centrifugo 25477 "$n" --token bench-key
 	done
 done

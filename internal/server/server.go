@@ -151,7 +151,6 @@ func Default() Config {
 		MaxConnections:   10000,
 		MetricsMaxQueues: 1000,
 		ConnectRate:      1000,
-		PubWriteInterval: 10 * time.Millisecond,
 	}
 }
 
