@@ -40,6 +40,7 @@ type serveConfig struct {
 	jwtIssuer       string
 	jwtAudience     string
 	connectRate     float64
+	pubInterval     time.Duration
 	tls             server.TLSConfig
 	nodeID          uint64
 	peers           string
@@ -73,6 +74,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss claim of JWTs (empty: not checked)")
 	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud claim of JWTs (empty: not checked)")
 	fs.Float64Var(&c.connectRate, "connect-rate", d.ConnectRate, "new WebSocket/SSE connections accepted per second (burst twice that); the rest get 503 with Retry-After")
+	fs.DurationVar(&c.pubInterval, "ws-pub-interval", d.PubWriteInterval, "least time between two socket writes of live publications to one WebSocket connection (at most 1s): on a hot channel what arrives meanwhile goes out in one write, for up to this much more latency; 0 (the default) writes as soon as a flusher is free")
 	tlsFlags(fs, &c.tls)
 	fs.Uint64Var(&c.nodeID, "node-id", 0, "this node's id in a cluster (with --peers; docs/cluster.md)")
 	fs.StringVar(&c.peers, "peers", "", "every cluster member as id=host:port of its peer listener, e.g. 1=127.0.0.1:7790,2=127.0.0.1:7791,3=127.0.0.1:7792 (empty: single node)")
@@ -161,7 +163,7 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 		DataDir: c.data, HTTPAddr: c.httpAddr, AdminAddr: c.adminAddr, BeanstalkAddr: c.beanstalkAddr,
 		BeanstalkPublic: c.beanstalkPublic, SyncInterval: c.syncInterval, SegmentSize: c.segmentSize,
 		ForceRecovery: c.forceRecovery, AdminToken: c.adminToken, MaxPayload: c.maxPayload, MaxJobs: c.maxJobs,
-		MaxConnections: c.maxConnections, MetricsMaxQueues: c.metricsQueues, ConnectRate: c.connectRate,
+		MaxConnections: c.maxConnections, MetricsMaxQueues: c.metricsQueues, ConnectRate: c.connectRate, PubWriteInterval: c.pubInterval,
 		JWT:    rtws.JWTOptions{HMACSecret: []byte(c.jwtSecret), Issuer: c.jwtIssuer, Audience: c.jwtAudience},
 		Logger: lg, TLS: c.tls,
 	}

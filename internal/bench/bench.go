@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	case "fanout":
 		ft, ok := tgt.(FanoutTarget)
 		if !ok {
-			return Result{}, nil, fmt.Errorf("%s: fanout: %w (fanout is chronoq's channels: use --target chronoq-ws)", cfg.Target, ErrUnsupported)
+			return Result{}, nil, fmt.Errorf("%s: fanout: %w (fanout needs channels: --target chronoq-ws or centrifugo)", cfg.Target, ErrUnsupported)
 		}
 		return runFanout(ctx, cfg, tgt, ft)
 	case "mixed":

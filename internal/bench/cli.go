@@ -26,8 +26,9 @@ Scenarios:
              (two requests per cycle; --three-requests: three)
   delayed    put with a random delay from --delay-range, take it when
              due, ack; the percentiles are lateness (handed out - due)
-  fanout     one publisher, --conns subscribers of a channel (chronoq-ws
-             only); jobs are deliveries, latency is publish -> delivery
+  fanout     one publisher, --conns subscribers of a channel (chronoq-ws,
+             centrifugo with --token its API key); jobs are deliveries,
+             latency is publish -> delivery
   mixed      --conns producers put while --conns other connections take
              and ack the same queue; jobs are consumed jobs, latency is a
              consume request (put latency reported apart); with

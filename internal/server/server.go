@@ -23,8 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/chronoq/chronoq/internal/api/beanstalk"
 	httpapi "github.com/chronoq/chronoq/internal/api/http"
 	"github.com/chronoq/chronoq/internal/api/httpkit"
@@ -88,6 +86,10 @@ type Config struct {
 	MetricsMaxQueues int // distinct queues labelled in metrics
 	JWT              rtws.JWTOptions
 	ConnectRate      float64 // new WebSocket/SSE connections per second
+	// PubWriteInterval: least time between two writes of live
+	// publications to one WebSocket connection; 0: write at once
+	// (internal/api/ws/flusher.go).
+	PubWriteInterval time.Duration
 
 	// TLS puts listeners behind TLS (internal/server/tls.go).
 	TLS TLSConfig
@@ -191,6 +193,9 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	if cfg.ConnectRate <= 0 {
 		return nil, fmt.Errorf("--connect-rate: must be above 0, got %g", cfg.ConnectRate)
+	}
+	if cfg.PubWriteInterval < 0 || cfg.PubWriteInterval > time.Second {
+		return nil, fmt.Errorf("--ws-pub-interval: must be from 0 to 1s, got %s", cfg.PubWriteInterval)
 	}
 	if cfg.MaxConnections < 0 {
 		return nil, fmt.Errorf("--max-connections: must be 0 (no cap) or more, got %d", cfg.MaxConnections)
@@ -328,6 +333,7 @@ func (s *Server) build(backend Backend, requireAuth bool) error {
 		Logger:         lg,
 		Clock:          cfg.Clock,
 	}
+	ro.PubWriteInterval = cfg.PubWriteInterval
 	if cfg.Tune.Realtime != nil {
 		cfg.Tune.Realtime(&ro)
 	}
@@ -446,7 +452,7 @@ func (s *Server) listen() error {
 			return fmt.Errorf("%s listener: %w", name, err)
 		}
 		if s.cfg.MaxConnections > 0 {
-			ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+			ln = newLimitListener(ln, s.cfg.MaxConnections)
 		}
 		s.lns[name] = s.wrapTLS(name, ln)
 		return nil

@@ -162,6 +162,8 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *server.Config) { c.MaxPayload = 64<<20 + 1 }, "--max-payload"},
 		{func(c *server.Config) { c.ConnectRate = 0 }, "--connect-rate: must be above 0"},
 		{func(c *server.Config) { c.MaxConnections = -1 }, "--max-connections"},
+		{func(c *server.Config) { c.PubWriteInterval = -time.Millisecond }, "--ws-pub-interval: must be from 0 to 1s"},
+		{func(c *server.Config) { c.PubWriteInterval = 2 * time.Second }, "--ws-pub-interval: must be from 0 to 1s"},
 		{func(c *server.Config) { c.HTTPAddr, c.AdminAddr, c.BeanstalkAddr = "", "", "" }, "no listener"},
 		{func(c *server.Config) { c.BeanstalkAddr = "0.0.0.0:0" }, "--beanstalk-public"},
 		{func(c *server.Config) { c.HTTPAddr = "0.0.0.0:0" }, "refusing to listen on 0.0.0.0:0 without authentication"},

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -28,14 +29,17 @@ import (
 type conn struct {
 	s    *Server
 	sse  bool
-	nc   net.Conn      // WebSocket only: the socket, frames read and written by us
-	kick chan struct{} // SSE only: wakes the writer
+	nc   net.Conn        // WebSocket only: the socket, frames read and written by us
+	raw  syscall.RawConn // nc's, for the flushers' non-blocking writes (flusher.go); nil: none
+	kick chan struct{}   // SSE only: wakes the writer
 
 	mu        sync.Mutex
 	q         []outMsg
 	qLen      int // bounded messages queued
 	qBytes    int
-	writing   bool
+	writing   bool          // a flusher or the writer goroutine owns the socket's writing
+	unsent    []byte        // what a flusher's write left, for flushWS to write first
+	pubsAt    int64         // monoNow of a flusher's last write of live publications
 	wdeadline time.Time     // the socket's write deadline; the writer's own
 	closing   bool          // disconnecting: only the final messages go out
 	final     chan struct{} // closed once the final frame is written (or the write failed)
@@ -183,6 +187,19 @@ func (c *conn) kickLocked() {
 	}
 	if !c.writing {
 		c.writing = true
+		// Only publications wait for a flusher: a reply to a connection
+		// that has nothing else queued goes out from its own goroutine at
+		// once, so a publisher hears back (and sends its next publication)
+		// while the flushers are still walking the subscribers of its last
+		// one, which then go out together.
+		if c.raw != nil && c.q[0].kind == kindPub && flushable(c.q) {
+			if c.hotLocked(monoNow()) {
+				c.s.queueLater(c)
+			} else {
+				c.s.queueFlush(c)
+			}
+			return
+		}
 		go c.flushWS()
 	}
 }
@@ -209,6 +226,16 @@ func (c *conn) flushWS() {
 	defer c.recoverPanic("writer", nil)
 	var batch []outMsg
 	var buf []byte
+	c.mu.Lock()
+	unsent := c.unsent
+	c.unsent = nil
+	c.mu.Unlock()
+	if len(unsent) > 0 {
+		if err := c.write(unsent); err != nil {
+			c.finishWriting(true)
+			return
+		}
+	}
 	for {
 		c.mu.Lock()
 		batch = c.takeQueue(batch)

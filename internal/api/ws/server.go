@@ -86,6 +86,13 @@ type Options struct {
 	PongTimeout  time.Duration
 	// WriteTimeout bounds one write to a socket [10s].
 	WriteTimeout time.Duration
+	// PubWriteInterval is the least time between two writes of live
+	// publications to one WebSocket connection [0: none]. A connection
+	// that wrote publications less than this ago waits for the next tick
+	// of a shared timer, and then takes everything queued meanwhile in one
+	// write (flusher.go): fewer writes per delivery on a hot channel, for
+	// at most this much more latency.
+	PubWriteInterval time.Duration
 	// ConnectTimeout is how long a WebSocket may stay without connect [10s].
 	ConnectTimeout time.Duration
 	// ExpiryGrace is how long past a JWT's exp a connection may live
@@ -180,6 +187,8 @@ type Server struct {
 	// bg tracks work that must finish before the broker closes: the
 	// nacks of consumers whose socket went away.
 	bg sync.WaitGroup
+
+	flush flushers // shared writers of publications (flusher.go)
 
 	slowDisconnects atomic.Int64
 	refused         atomic.Int64

@@ -3,6 +3,7 @@ package ws
 import (
 	"context"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/pubsub"
@@ -17,6 +18,20 @@ func (c *conn) reply(id uint64, v any) {
 		ID     uint64 `json:"id"`
 		Result any    `json:"result"`
 	}{id, v})})
+}
+
+// replyRaw queues {"id":N,"result":result}; result is JSON.
+func (c *conn) replyRaw(id uint64, result []byte) {
+	c.send(outMsg{kind: kindText, bounded: true, data: appendReply(make([]byte, 0, len(result)+32), id, result)})
+}
+
+// appendReply appends reply's encoding of {"id":N,"result":result}.
+func appendReply(dst []byte, id uint64, result []byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = strconv.AppendUint(dst, id, 10)
+	dst = append(dst, `,"result":`...)
+	dst = append(dst, result...)
+	return append(dst, '}')
 }
 
 // replyError queues {"id":N,"error":{code,message}}.

@@ -26,6 +26,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// (conn.go) here, so gorilla's Conn and its buffers, needed for the
 	// handshake alone, are garbage from now on.
 	c := &conn{s: s, nc: wsc.NetConn()}
+	c.raw = rawConnOf(c.nc)
 	c.lastRead.Store(time.Now().UnixNano())
 	c.nc.SetReadDeadline(time.Now().Add(s.opts.ConnectTimeout))
 	s.register(c)
