@@ -97,6 +97,9 @@ type Engine struct {
 	ids  slotTable[idHasher]
 	exts extStore
 	resv map[uint32]resvInfo
+	// attempts holds the attempt count of jobs that were taken and are no
+	// longer reserved (flag fAttempt; slab.go)
+	attempts map[uint32]uint32
 
 	nss    map[string]*namespace
 	queues []*queue // by index; nil once deleted
@@ -111,7 +114,7 @@ type Engine struct {
 	seqs      slotTable[seqHasher] // enqueue sequence number → slot
 
 	keys     refTable[string]   // key strings of per-key FIFO
-	cls      refTable[classKey] // (queue, TTR) classes of job records (slab.go)
+	cls      refTable[classKey] // (queue, TTR, priority) classes of job records (slab.go)
 	tagIndex map[string]map[uint32]struct{}
 
 	seq   uint64 // last enqueue sequence number handed out
@@ -153,6 +156,7 @@ func New(opts Options) *Engine {
 		ids:      newIDTable(),
 		exts:     newExtStore(),
 		resv:     make(map[uint32]resvInfo),
+		attempts: make(map[uint32]uint32),
 		nss:      make(map[string]*namespace),
 		delayed:  slotHeap{ord: byActivation},
 		idem:     make(map[string]idemEnt),

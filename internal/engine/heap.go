@@ -26,8 +26,8 @@ func (e *Engine) less(h *slotHeap, a, b uint32) bool {
 	ja, jb := e.jobs.get(a), e.jobs.get(b)
 	switch h.ord {
 	case byServing:
-		if ja.prio != jb.prio {
-			return ja.prio < jb.prio
+		if pa, pb := e.jprio(ja), e.jprio(jb); pa != pb {
+			return pa < pb
 		}
 		fallthrough
 	case byActivation:
@@ -44,14 +44,14 @@ func (e *Engine) hpush(h *slotHeap, slot uint32) {
 	j := e.jobs.get(slot)
 	j.hidx = uint32(i)
 	if h.prios != nil {
-		h.prios[j.prio]++
+		h.prios[e.jprio(j)]++
 	}
 	e.hup(h, i)
 }
 
 func (e *Engine) hremove(h *slotHeap, slot uint32) {
 	if h.prios != nil {
-		p := e.jobs.get(slot).prio
+		p := e.jprio(e.jobs.get(slot))
 		if h.prios[p]--; h.prios[p] == 0 {
 			delete(h.prios, p)
 		}

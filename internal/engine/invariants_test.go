@@ -133,7 +133,7 @@ func (e *Engine) checkInvariants() error {
 		}
 		want := map[uint32]uint32{}
 		for _, s := range q.ready.s {
-			want[e.jobs.get(s).prio]++
+			want[e.jprio(e.jobs.get(s))]++
 		}
 		if fmt.Sprint(want) != fmt.Sprint(q.ready.prios) {
 			return fmt.Errorf("queue %s: ready priorities %v, heap holds %v", q.name, q.ready.prios, want)

@@ -77,7 +77,7 @@ func (e *Engine) UrgentReady(now time.Time, ns, qn string, threshold uint32) (in
 	}
 	n := 0
 	for _, s := range q.ready.s {
-		if e.jobs.get(s).prio < threshold {
+		if e.jprio(e.jobs.get(s)) < threshold {
 			n++
 		}
 	}
