@@ -137,9 +137,9 @@ func (x *jobExt) empty() bool {
 
 // resvInfo is the state of one reservation; only reserved jobs have one.
 type resvInfo struct {
-	nonce  uint64 // the receipt
-	until  int64  // deadline, unix ms
-	ttr    uint32 // effective TTR of this reservation, ms
+	nonce uint64 // the receipt
+	until int64  // deadline, unix ms
+	ttr   uint32 // effective TTR of this reservation, ms
 	// attempt counts the takes including this one (kept here rather than
 	// in the job record, see job)
 	attempt uint32

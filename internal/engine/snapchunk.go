@@ -43,7 +43,7 @@ import (
 // error instead of misreading it.
 
 const (
-	chunkMagic   = 0xC5
+	chunkMagic     = 0xC5
 	chunkVersion   = 2
 	chunkVersionV1 = 1
 	jobSize        = int(unsafe.Sizeof(job{}))
