@@ -267,7 +267,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	e.trackBlob(x.result, 1)
 	e.setExt(slot, &x)
 	if isNew {
-		e.ids.insert(e, slot)
+		e.idInsert(slot)
 		e.seqs.insert(e, slot)
 	}
 	if x.expire != 0 && (isNew || x.expire != oldExpire) {

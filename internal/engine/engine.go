@@ -35,12 +35,13 @@ type Sink interface {
 // Options configures a new Engine.
 type Options struct {
 	Sink Sink
-	// Seed seeds the jitter source; 0 picks a random seed. Jitter only
-	// matters when a command is decided, never on replay: the chosen
-	// activation time is in the record.
+	// Seed seeds the jitter source and the 32 random bits of server job
+	// ids (idtable.go); 0 picks a random seed. Either only matters when a
+	// command is decided, never on replay: the chosen activation time and
+	// id are in the record.
 	Seed uint64
-	// Entropy feeds ULID generation and the random half of receipts; nil
-	// uses crypto/rand. Tests pass a seeded source.
+	// Entropy feeds the random half of receipts; nil uses crypto/rand.
+	// Tests pass a seeded source.
 	Entropy io.Reader
 	// OnFirstTake, when set, is told how long each job waited between its
 	// activation and its first delivery (the produce→consume latency).
@@ -121,7 +122,6 @@ type Engine struct {
 	nonce uint64 // last reservation number handed out
 
 	rng      *mrand.Rand
-	entropy  io.Reader // monotonic ULID entropy
 	random   io.Reader // Options.Entropy itself: receipt nonces
 	nonceBuf []byte
 	crons    map[string]cron.Schedule
@@ -164,7 +164,6 @@ func New(opts Options) *Engine {
 		cls:      newRefTable[classKey](),
 		tagIndex: make(map[string]map[uint32]struct{}),
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		entropy:  ulid.Monotonic(ent, 0),
 		random:   ent,
 		crons:    make(map[string]cron.Schedule),
 		tokens:   make(map[string]token),

@@ -104,8 +104,29 @@ func (e *Engine) checkInvariants() error {
 	if fmt.Sprint(scan) != fmt.Sprint(e.live) {
 		return fmt.Errorf("live bytes %v, scan says %v", e.live, scan)
 	}
-	if e.ids.n != e.jobs.live {
-		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
+	// the id table holds exactly the jobs the sequence table cannot find
+	// by id, and the attempt side table exactly the flagged jobs
+	inIDs, flagged := 0, 0
+	var bad error
+	e.forEachJob(func(slot uint32, j *job) {
+		if !j.bySeq() {
+			inIDs++
+		}
+		if j.flags&fAttempt != 0 {
+			flagged++
+			if e.attempts[slot] == 0 || j.state == StateReserved {
+				bad = fmt.Errorf("slot %d: attempt %d flagged in state %d", slot, e.attempts[slot], j.state)
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	if e.ids.n != inIDs {
+		return fmt.Errorf("id table holds %d, want the %d jobs not found by sequence", e.ids.n, inIDs)
+	}
+	if len(e.attempts) != flagged {
+		return fmt.Errorf("attempt table holds %d, %d jobs flagged", len(e.attempts), flagged)
 	}
 	// the rare-field arena: an entry exactly for the jobs flagged with
 	// one, and its byte accounting right

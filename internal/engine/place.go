@@ -292,7 +292,7 @@ func (e *Engine) deleteJob(q *queue, slot uint32) {
 		e.indexTags(slot, x.tags, false)
 		e.trackBlob(x.result, -1)
 	}
-	e.ids.remove(e, slot)
+	e.idRemove(slot)
 	e.seqs.remove(e, slot)
 	e.delExt(slot)
 	e.setAttempt(slot, 0)

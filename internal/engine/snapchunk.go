@@ -434,7 +434,7 @@ func (e *Engine) loadChunk(item []byte) error {
 		}
 		e.trackBlob(j.payload, 1)
 		e.trackBlob(x.result, 1)
-		e.ids.insert(e, slot)
+		e.idInsert(slot)
 		e.seqs.insert(e, slot)
 		if j.key != 0 && (state != StateDead && state != StateCompleted) {
 			e.chainAdd(q, slot)
