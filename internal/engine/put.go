@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"time"
-
 )
 
 // target is a queue a put goes to, which may not exist yet (auto-create
