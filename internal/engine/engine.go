@@ -112,7 +112,7 @@ type Engine struct {
 	idem      map[string]idemEnt
 	idemQ     idemHeap
 	pauses    []uint32             // queues with a timed pause (few; scanned)
-	seqs      slotTable[seqHasher] // enqueue sequence number → slot
+	seqs      seqIndex // enqueue sequence number → slot (seqtable.go)
 
 	keys     refTable[string]   // key strings of per-key FIFO
 	cls      refTable[classKey] // (queue, TTR, priority) classes of job records (slab.go)
@@ -174,7 +174,7 @@ func New(opts Options) *Engine {
 		onFirstTake:  opts.OnFirstTake,
 		reserveLimit: opts.ReserveLimit,
 	}
-	e.seqs.init(1024)
+	e.seqs.init()
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e
 }

@@ -125,6 +125,23 @@ func (e *Engine) checkInvariants() error {
 	if e.ids.n != inIDs {
 		return fmt.Errorf("id table holds %d, want the %d jobs not found by sequence", e.ids.n, inIDs)
 	}
+	if n := e.seqs.len(); n != e.jobs.live {
+		return fmt.Errorf("sequence index holds %d, slab %d", n, e.jobs.live)
+	}
+	for pi, p := range e.seqs.pages {
+		n := 0
+		for off, s := range p.slots {
+			if s != noSlot {
+				n++
+				if seq := pi<<seqPageBits | uint64(off); e.jobs.get(s).seqNo() != seq {
+					return fmt.Errorf("page %d holds slot %d for seq %d, its seq is %d", pi, s, seq, e.jobs.get(s).seqNo())
+				}
+			}
+		}
+		if n != p.n {
+			return fmt.Errorf("page %d counts %d jobs, holds %d", pi, p.n, n)
+		}
+	}
 	if len(e.attempts) != flagged {
 		return fmt.Errorf("attempt table holds %d, %d jobs flagged", len(e.attempts), flagged)
 	}
