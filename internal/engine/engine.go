@@ -111,7 +111,7 @@ type Engine struct {
 	ttl       ttlHeap  // lazily validated TTL deadlines
 	idem      map[string]idemEnt
 	idemQ     idemHeap
-	pauses    []uint32             // queues with a timed pause (few; scanned)
+	pauses    []uint32 // queues with a timed pause (few; scanned)
 	seqs      seqIndex // enqueue sequence number → slot (seqtable.go)
 
 	keys     refTable[string]   // key strings of per-key FIFO
