@@ -394,6 +394,10 @@ func (e *Engine) loadChunk(item []byte) error {
 	// per job; the last one found is kept, as a chunk's jobs mostly share it
 	var lastKey classKey
 	var lastID uint32
+	// payload bytes per log segment, summed for runs of jobs whose
+	// payloads share a segment (most do) instead of a map update per job
+	var runSeg uint32
+	var runBytes int64
 	for i := 0; i < n; i++ {
 		slot := e.jobs.alloc()
 		j := e.jobs.get(slot)
@@ -432,7 +436,14 @@ func (e *Engine) loadChunk(item []byte) error {
 				e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seqNo()})
 			}
 		}
-		e.trackBlob(j.payload, 1)
+		if p := j.payload; p.Len > 0 {
+			if p.Segment != runSeg && runBytes > 0 {
+				e.live[runSeg] += runBytes
+				runBytes = 0
+			}
+			runSeg = p.Segment
+			runBytes += int64(p.Len)
+		}
 		e.trackBlob(x.result, 1)
 		e.idInsert(slot)
 		e.seqs.insert(e, slot)
@@ -462,6 +473,9 @@ func (e *Engine) loadChunk(item []byte) error {
 		if j.key != 0 {
 			e.refresh(q, j.key)
 		}
+	}
+	if runBytes > 0 {
+		e.live[runSeg] += runBytes
 	}
 	return nil
 }
