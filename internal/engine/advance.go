@@ -145,10 +145,11 @@ func (e *Engine) expireReservation(slot uint32) {
 	}
 	e.unplace(q, slot)
 	j.setAt(r.origAt)
+	e.setAttempt(slot, r.attempt)
 	x, _ := e.ext(slot)
 	x.timeouts++
 	e.setExt(slot, &x)
-	if j.tries > 0 && j.attempt >= uint32(j.tries) {
+	if j.tries > 0 && r.attempt >= uint32(j.tries) {
 		e.toDead(q, slot, "reservation timed out on the last try", false)
 		e.noteNow(q, slot, EventDead, "reservation timed out on the last try", StateDead)
 		return

@@ -218,11 +218,9 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 	j.setSeq(img.Seq)
 	j.setAt(img.At)
-	j.prio = img.Prio
-	e.setClass(j, q.idx, img.TTR, !isNew)
-	j.attempt = img.Attempt
+	e.setClass(j, q.idx, img.TTR, img.Prio, !isNew)
 	j.tries = uint16(min(img.Tries, 0xffff))
-	j.flags = img.Flags &^ (fULID | fHasExt)
+	j.flags = img.Flags&^(fULID|fHasExt|fAttempt) | j.flags&fAttempt
 	if img.Payload.has {
 		j.payload = localRef(isNew, j.payload, img.Payload)
 	}
@@ -269,7 +267,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	e.trackBlob(x.result, 1)
 	e.setExt(slot, &x)
 	if isNew {
-		e.ids.insert(e, slot)
+		e.idInsert(slot)
 		e.seqs.insert(e, slot)
 	}
 	if x.expire != 0 && (isNew || x.expire != oldExpire) {
@@ -281,7 +279,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	}
 	switch img.Phase {
 	case phaseReserved:
-		e.placeReserved(q, slot, resvInfo{nonce: img.Nonce, until: img.Until, ttr: img.ResvTTR, origAt: img.At})
+		e.placeReserved(q, slot, resvInfo{nonce: img.Nonce, until: img.Until, ttr: img.ResvTTR, origAt: img.At, attempt: img.Attempt})
 	case phaseDead:
 		e.setState(q, j, StateDead)
 		e.hpush(&q.dead, slot)
@@ -290,6 +288,9 @@ func (e *Engine) applyJob(img *JobImage) {
 		e.tpush(&e.completed, img.RetainUntil, slot)
 	default:
 		e.placePending(q, slot)
+	}
+	if img.Phase != phaseReserved {
+		e.setAttempt(slot, img.Attempt)
 	}
 	if !isNew && !keepChain && oldKey != 0 {
 		// the new key reference was taken above, so a same-key re-place
@@ -315,11 +316,11 @@ func (e *Engine) image(q *queue, slot uint32) JobImage {
 		Phase:   e.phaseOf(slot),
 		At:      j.atMS(),
 		Created: e.created(slot),
-		Prio:    j.prio,
+		Prio:    e.jprio(j),
 		TTR:     e.jttr(j),
 		Tries:   uint32(j.tries),
-		Attempt: j.attempt,
-		Flags:   j.flags &^ (fULID | fHasExt),
+		Attempt: e.attempt(slot),
+		Flags:   j.flags &^ (fULID | fHasExt | fAttempt),
 		Key:     e.keys.keys[j.key],
 		Payload: refBlob(j.payload),
 	}

@@ -35,12 +35,13 @@ type Sink interface {
 // Options configures a new Engine.
 type Options struct {
 	Sink Sink
-	// Seed seeds the jitter source; 0 picks a random seed. Jitter only
-	// matters when a command is decided, never on replay: the chosen
-	// activation time is in the record.
+	// Seed seeds the jitter source and the 32 random bits of server job
+	// ids (idtable.go); 0 picks a random seed. Either only matters when a
+	// command is decided, never on replay: the chosen activation time and
+	// id are in the record.
 	Seed uint64
-	// Entropy feeds ULID generation and the random half of receipts; nil
-	// uses crypto/rand. Tests pass a seeded source.
+	// Entropy feeds the random half of receipts; nil uses crypto/rand.
+	// Tests pass a seeded source.
 	Entropy io.Reader
 	// OnFirstTake, when set, is told how long each job waited between its
 	// activation and its first delivery (the produce→consume latency).
@@ -97,6 +98,9 @@ type Engine struct {
 	ids  slotTable[idHasher]
 	exts extStore
 	resv map[uint32]resvInfo
+	// attempts holds the attempt count of jobs that were taken and are no
+	// longer reserved (flag fAttempt; slab.go)
+	attempts map[uint32]uint32
 
 	nss    map[string]*namespace
 	queues []*queue // by index; nil once deleted
@@ -107,18 +111,17 @@ type Engine struct {
 	ttl       ttlHeap  // lazily validated TTL deadlines
 	idem      map[string]idemEnt
 	idemQ     idemHeap
-	pauses    []uint32             // queues with a timed pause (few; scanned)
-	seqs      slotTable[seqHasher] // enqueue sequence number → slot
+	pauses    []uint32 // queues with a timed pause (few; scanned)
+	seqs      seqIndex // enqueue sequence number → slot (seqtable.go)
 
 	keys     refTable[string]   // key strings of per-key FIFO
-	cls      refTable[classKey] // (queue, TTR) classes of job records (slab.go)
+	cls      refTable[classKey] // (queue, TTR, priority) classes of job records (slab.go)
 	tagIndex map[string]map[uint32]struct{}
 
 	seq   uint64 // last enqueue sequence number handed out
 	nonce uint64 // last reservation number handed out
 
 	rng      *mrand.Rand
-	entropy  io.Reader // monotonic ULID entropy
 	random   io.Reader // Options.Entropy itself: receipt nonces
 	nonceBuf []byte
 	crons    map[string]cron.Schedule
@@ -157,6 +160,7 @@ func New(opts Options) *Engine {
 		ids:      newIDTable(),
 		exts:     newExtStore(),
 		resv:     make(map[uint32]resvInfo),
+		attempts: make(map[uint32]uint32),
 		nss:      make(map[string]*namespace),
 		delayed:  slotHeap{ord: byActivation},
 		idem:     make(map[string]idemEnt),
@@ -164,7 +168,6 @@ func New(opts Options) *Engine {
 		cls:      newRefTable[classKey](),
 		tagIndex: make(map[string]map[uint32]struct{}),
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		entropy:  ulid.Monotonic(ent, 0),
 		random:   ent,
 		crons:    make(map[string]cron.Schedule),
 		tokens:   make(map[string]token),
@@ -176,7 +179,7 @@ func New(opts Options) *Engine {
 		onFirstTake:  opts.OnFirstTake,
 		reserveLimit: opts.ReserveLimit,
 	}
-	e.seqs.init(1024)
+	e.seqs.init()
 	e.nss[DefaultNamespace] = &namespace{name: DefaultNamespace, cfg: NamespaceConfig{AutoCreateQueues: true}, queues: map[string]uint32{}}
 	return e
 }

@@ -158,7 +158,7 @@ func (e *Engine) noteDelete(r *Record) {
 	}
 	x.notify = strings.Clone(x.notify)
 	ev := JobEvent{NS: r.NS, Queue: r.Queue, ID: r.ID, Channel: x.notify, Event: e.events.hint,
-		Attempt: e.jobs.get(slot).attempt, State: StateGone}
+		Attempt: e.attempt(slot), State: StateGone}
 	if ev.Event == EventCompleted {
 		ev.HasResult, ev.Result, ev.ResultJSON = e.events.hasResult, e.events.result, e.events.resultJSON
 	}
@@ -207,7 +207,6 @@ func (e *Engine) noteNow(q *queue, slot uint32, event, errText string, after Sta
 		return
 	}
 	x.notify = strings.Clone(x.notify)
-	j := e.jobs.get(slot)
 	e.events.out = append(e.events.out, JobEvent{NS: q.ns.name, Queue: q.name, ID: e.jobID(slot), Channel: x.notify,
-		Event: event, State: after, Attempt: j.attempt, Error: errText, Time: fromMS(e.now)})
+		Event: event, State: after, Attempt: e.attempt(slot), Error: errText, Time: fromMS(e.now)})
 }

@@ -23,8 +23,8 @@ func (e *Engine) lessBy(ord order, a, b uint32) bool {
 	ja, jb := e.jobs.get(a), e.jobs.get(b)
 	switch ord {
 	case byServing:
-		if ja.prio != jb.prio {
-			return ja.prio < jb.prio
+		if pa, pb := e.jprio(ja), e.jprio(jb); pa != pb {
+			return pa < pb
 		}
 		fallthrough
 	case byActivation:

@@ -39,7 +39,7 @@ func (e *Engine) checkInvariants() error {
 			}
 		case StateReady:
 			c.Ready++
-			if h := q.ready.byPrio[j.prio]; h == nil || int(j.hidx) >= len(h.s) || h.s[j.hidx] != slot {
+			if h := q.ready.byPrio[e.jprio(j)]; h == nil || int(j.hidx) >= len(h.s) || h.s[j.hidx] != slot {
 				err = fmt.Errorf("slot %d ready but not in ready heap", slot)
 			}
 		case StateBlocked:
@@ -106,8 +106,46 @@ func (e *Engine) checkInvariants() error {
 	if fmt.Sprint(scan) != fmt.Sprint(e.live) || fmt.Sprint(scanN) != fmt.Sprint(e.liveN) {
 		return fmt.Errorf("live bytes %v in %v blobs, scan says %v in %v", e.live, e.liveN, scan, scanN)
 	}
-	if e.ids.n != e.jobs.live {
-		return fmt.Errorf("id table holds %d, slab %d", e.ids.n, e.jobs.live)
+	// the id table holds exactly the jobs the sequence table cannot find
+	// by id, and the attempt side table exactly the flagged jobs
+	inIDs, flagged := 0, 0
+	var bad error
+	e.forEachJob(func(slot uint32, j *job) {
+		if !j.bySeq() {
+			inIDs++
+		}
+		if j.flags&fAttempt != 0 {
+			flagged++
+			if e.attempts[slot] == 0 || j.state == StateReserved {
+				bad = fmt.Errorf("slot %d: attempt %d flagged in state %d", slot, e.attempts[slot], j.state)
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	if e.ids.n != inIDs {
+		return fmt.Errorf("id table holds %d, want the %d jobs not found by sequence", e.ids.n, inIDs)
+	}
+	if n := e.seqs.len(); n != e.jobs.live {
+		return fmt.Errorf("sequence index holds %d, slab %d", n, e.jobs.live)
+	}
+	for pi, p := range e.seqs.pages {
+		n := 0
+		for off, s := range p.slots {
+			if s != noSlot {
+				n++
+				if seq := pi<<seqPageBits | uint64(off); e.jobs.get(s).seqNo() != seq {
+					return fmt.Errorf("page %d holds slot %d for seq %d, its seq is %d", pi, s, seq, e.jobs.get(s).seqNo())
+				}
+			}
+		}
+		if n != p.n {
+			return fmt.Errorf("page %d counts %d jobs, holds %d", pi, p.n, n)
+		}
+	}
+	if len(e.attempts) != flagged {
+		return fmt.Errorf("attempt table holds %d, %d jobs flagged", len(e.attempts), flagged)
 	}
 	// the rare-field arena: an entry exactly for the jobs flagged with
 	// one, and its byte accounting right
@@ -146,8 +184,8 @@ func (e *Engine) checkInvariants() error {
 				return fmt.Errorf("queue %s: priority heap out of order at %d", q.name, i)
 			}
 			for _, s := range h.s {
-				if e.jobs.get(s).prio != h.prio {
-					return fmt.Errorf("queue %s: slot %d of priority %d in the heap of %d", q.name, s, e.jobs.get(s).prio, h.prio)
+				if e.jprio(e.jobs.get(s)) != h.prio {
+					return fmt.Errorf("queue %s: slot %d of priority %d in the heap of %d", q.name, s, e.jprio(e.jobs.get(s)), h.prio)
 				}
 			}
 			n += len(h.s)

@@ -118,7 +118,7 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 			return
 		}
 		j := e.jobs.get(slot)
-		k := listKey{prio: j.prio, at: e.activateAt(slot), seq: j.seqNo()}
+		k := listKey{prio: e.jprio(j), at: e.activateAt(slot), seq: j.seqNo()}
 		if ord == listByID {
 			k.id = e.jobID(slot)
 		}

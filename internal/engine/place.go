@@ -131,6 +131,7 @@ func (e *Engine) ripen(q *queue, slot uint32) {
 
 func (e *Engine) placeReserved(q *queue, slot uint32, r resvInfo) {
 	j := e.jobs.get(slot)
+	e.setAttempt(slot, 0) // r carries it while the job is reserved
 	e.resv[slot] = r
 	e.setState(q, j, StateReserved)
 	e.tpush(&e.reserved, r.until, slot)
@@ -291,9 +292,10 @@ func (e *Engine) deleteJob(q *queue, slot uint32) {
 		e.indexTags(slot, x.tags, false)
 		e.trackBlob(x.result, -1)
 	}
-	e.ids.remove(e, slot)
+	e.idRemove(slot)
 	e.seqs.remove(e, slot)
 	e.delExt(slot)
+	e.setAttempt(slot, 0)
 	e.cls.unref(j.cls)
 	e.jobs.release(slot)
 	if key != 0 {

@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"crypto/rand"
 	"fmt"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 )
 
 // target is a queue a put goes to, which may not exist yet (auto-create
@@ -210,21 +207,15 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		return out, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("the server is full: it holds its maximum of %d jobs (--max-jobs)", e.maxJobs)}
 	}
 
-	id := req.ID
-	if id == "" {
-		u, err := ulid.New(uint64(now), e.entropy)
-		if err != nil {
-			// the monotonic source overflowed within one millisecond
-			u, err = ulid.New(uint64(now), rand.Reader)
-			if err != nil {
-				return out, fmt.Errorf("engine: generate job id: %w", err)
-			}
-		}
-		id = u.String()
-	}
 	if e.seq+uint64(plan.n) >= MaxSeq {
 		// a job record holds 48 bits of sequence number (slab.go)
 		return out, errf(CodeUnavailable, "the server has handed out its last job sequence number (%d)", uint64(MaxSeq))
+	}
+	id := req.ID
+	if id == "" {
+		// the id carries the sequence number, so it needs no id-table
+		// entry (idtable.go)
+		id = newULID(now, e.seq+uint64(plan.n)+1, e.rng.Uint32()).String()
 	}
 	plan.n++
 	r := e.ent.add()

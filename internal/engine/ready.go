@@ -34,7 +34,7 @@ func (r *readySet) head() uint32 {
 }
 
 func (e *Engine) rpush(r *readySet, slot uint32) {
-	p := e.jobs.get(slot).prio
+	p := e.jprio(e.jobs.get(slot))
 	h := r.byPrio[p]
 	if h == nil {
 		h = r.spare
@@ -52,7 +52,7 @@ func (e *Engine) rpush(r *readySet, slot uint32) {
 }
 
 func (e *Engine) rremove(r *readySet, slot uint32) {
-	h := r.byPrio[e.jobs.get(slot).prio]
+	h := r.byPrio[e.jprio(e.jobs.get(slot))]
 	e.hremove(&h.slotHeap, slot)
 	r.n--
 	if len(h.s) > 0 {

@@ -20,33 +20,36 @@ const (
 	fBuried                        // dead by bury, not by running out of tries
 	fHasResult                     // completed with a result
 	fResultJSON
+	fAttempt // a non-reserved job's attempt count is in Engine.attempts
 )
 
-// job is one slab entry: 64 bytes, no pointers, 4-byte aligned so no
+// job is one slab entry: 56 bytes, no pointers, 4-byte aligned so no
 // padding. seq and activate_at are 48-bit (seqNo, atMS): enough for 2^48
 // puts and for activation times within ±4,000 years of 1970, which the put
-// path refuses to exceed (MaxSeq, validate.go's time bounds).
+// path refuses to exceed (MaxSeq, validate.go's time bounds). Fields most
+// jobs of a queue share (queue, TTR, priority) are one interned class; the
+// attempt count, zero until a job is first taken, lives with the
+// reservation (resvInfo) while the job is reserved and in Engine.attempts
+// afterwards (flag fAttempt), so a job never taken pays nothing for it.
 type job struct {
 	id      [16]byte // binary ULID when fULID
 	seqLo   uint32   // enqueue order, low bits; also the beanstalkd id
 	atLo    uint32   // activate_at, unix ms, low bits
 	seqHi   uint16
 	atHi    int16
-	prio    uint32
-	cls     uint32 // (queue, ttr) class: Engine.jq, Engine.jttr
+	cls     uint32 // (queue, ttr, priority) class: Engine.jq, Engine.jttr, Engine.jprio
 	key     uint32 // interned key id, 0 = none
 	payload BlobRef
 	hidx    uint32 // position in the heap the job's state puts it in
-	attempt uint32
 	tries   uint16
 	state   State
 	flags   uint8
 }
 
-// classKey is a job's (queue, TTR) pair, interned in Engine.cls: the
-// jobs of a queue mostly share its default TTR, so a record holds one
-// 4-byte class instead of both.
-type classKey struct{ queue, ttr uint32 }
+// classKey is a job's (queue, TTR, priority) triple, interned in
+// Engine.cls: the jobs of a queue mostly share its default TTR and one or
+// a few priorities, so a record holds one 4-byte class instead of all three.
+type classKey struct{ queue, ttr, prio uint32 }
 
 // jq is the index of the job's queue.
 func (e *Engine) jq(j *job) uint32 { return e.cls.keys[j.cls].queue }
@@ -54,9 +57,14 @@ func (e *Engine) jq(j *job) uint32 { return e.cls.keys[j.cls].queue }
 // jttr is the job's TTR in ms.
 func (e *Engine) jttr(j *job) uint32 { return e.cls.keys[j.cls].ttr }
 
-// setClass gives a job its queue and TTR; had says it held a class.
-func (e *Engine) setClass(j *job, queue, ttr uint32, had bool) {
-	k := classKey{queue, ttr}
+// jprio is the job's priority.
+func (e *Engine) jprio(j *job) uint32 { return e.cls.keys[j.cls].prio }
+
+// setClass gives a job its queue, TTR and priority; had says it held a
+// class. A job in a heap ordered by priority must not change priority
+// (unplace it first).
+func (e *Engine) setClass(j *job, queue, ttr, prio uint32, had bool) {
+	k := classKey{queue, ttr, prio}
 	if had && e.cls.keys[j.cls] == k {
 		return
 	}
@@ -65,6 +73,32 @@ func (e *Engine) setClass(j *job, queue, ttr uint32, had bool) {
 		e.cls.unref(j.cls)
 	}
 	j.cls = id
+}
+
+// attempt is how many times the job in slot has been taken.
+func (e *Engine) attempt(slot uint32) uint32 {
+	j := e.jobs.get(slot)
+	if j.state == StateReserved {
+		return e.resv[slot].attempt
+	}
+	if j.flags&fAttempt != 0 {
+		return e.attempts[slot]
+	}
+	return 0
+}
+
+// setAttempt records the attempt count of a job that is not reserved (a
+// reserved job's count is in its resvInfo).
+func (e *Engine) setAttempt(slot uint32, a uint32) {
+	j := e.jobs.get(slot)
+	switch {
+	case a != 0:
+		e.attempts[slot] = a
+		j.flags |= fAttempt
+	case j.flags&fAttempt != 0:
+		delete(e.attempts, slot)
+		j.flags &^= fAttempt
+	}
 }
 
 // MaxSeq is the largest enqueue sequence number a job record holds.
@@ -103,10 +137,13 @@ func (x *jobExt) empty() bool {
 
 // resvInfo is the state of one reservation; only reserved jobs have one.
 type resvInfo struct {
-	nonce  uint64 // the receipt
-	until  int64  // deadline, unix ms
-	ttr    uint32 // effective TTR of this reservation, ms
-	origAt int64
+	nonce uint64 // the receipt
+	until int64  // deadline, unix ms
+	ttr   uint32 // effective TTR of this reservation, ms
+	// attempt counts the takes including this one (kept here rather than
+	// in the job record, see job)
+	attempt uint32
+	origAt  int64
 }
 
 type slab struct {

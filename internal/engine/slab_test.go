@@ -7,8 +7,8 @@ import (
 )
 
 func TestJobRecordPacking(t *testing.T) {
-	if s := unsafe.Sizeof(job{}); s != 64 {
-		t.Fatalf("job record is %d bytes, want 64", s)
+	if s := unsafe.Sizeof(job{}); s != 56 {
+		t.Fatalf("job record is %d bytes, want 56", s)
 	}
 	var j job
 	for _, v := range []uint64{0, 1, 1<<32 - 1, 1 << 32, MaxSeq} {

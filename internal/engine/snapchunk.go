@@ -9,10 +9,10 @@ import (
 
 // Snapshot job chunks carry jobs as the slab holds them, so a restart
 // copies records instead of decoding a record image per job and looking
-// each id up: a chunk is the raw 64-byte job records of up to n slots plus
-// what they point to outside the slab (queue names and TTRs of their
-// classes, key strings, rare fields, reservations). The metadata (namespaces, queues, tokens, counters
-// ...) still travels as an ordinary entry in the snapshot's first item.
+// each id up: a chunk is the raw job records of up to n slots plus what
+// they point to outside the slab (queue names, TTRs and priorities of their
+// classes, key strings, rare fields, reservations, attempt counts). The
+// metadata (namespaces, queues, tokens, counters ...) still travels as an ordinary entry in the snapshot's first item.
 //
 // Only jobs that existed when the walk began (seq ≤ the counters record's
 // seq) are written: a job put later has its put record in the log after
@@ -23,13 +23,19 @@ import (
 //
 // Layout (integers little endian; str = uvarint length ‖ bytes):
 //
-//	magic 0xC5 | version u8 (1) | record size u32 (64)
-//	classes u32 × (id u32 | ns str | queue name str | ttr u32)
+//	magic 0xC5 | version u8 (2) | record size u32 (56)
+//	classes u32 × (id u32 | ns str | queue name str | ttr u32 | prio u32)
 //	keys    u32 × (id u32 | key str)
 //	jobs    u32 × record (record size bytes, the slab's in-memory layout;
 //	               class and key hold the ids of the tables above)
 //	exts   u32 × (job u32 | entry str)          rare fields (ext.go)
-//	resvs  u32 × (job u32 | nonce u64 | until i64 | ttr u32 | origAt i64)
+//	resvs  u32 × (job u32 | nonce u64 | until i64 | ttr u32 | origAt i64 | attempt u32)
+//	attempts u32 × (job u32 | attempt u32)      taken jobs not reserved now
+//
+// job is the index of the job in the chunk's record table. Version-1
+// chunks (64-byte records that held the priority and attempt count
+// themselves, classes without a priority, no attempt table; jobV1) still
+// load.
 //
 // The record layout is the machine's, which is why the record size is
 // recorded and only little-endian machines write or read chunks; a build
@@ -37,10 +43,30 @@ import (
 // error instead of misreading it.
 
 const (
-	chunkMagic   = 0xC5
-	chunkVersion = 1
-	jobSize      = int(unsafe.Sizeof(job{}))
+	chunkMagic     = 0xC5
+	chunkVersion   = 2
+	chunkVersionV1 = 1
+	jobSize        = int(unsafe.Sizeof(job{}))
+	jobSizeV1      = int(unsafe.Sizeof(jobV1{}))
 )
+
+// jobV1 is the job record of version-1 chunks (64 bytes).
+type jobV1 struct {
+	id      [16]byte
+	seqLo   uint32
+	atLo    uint32
+	seqHi   uint16
+	atHi    int16
+	prio    uint32
+	cls     uint32
+	key     uint32
+	payload BlobRef
+	hidx    uint32
+	attempt uint32
+	tries   uint16
+	state   State
+	flags   uint8
+}
 
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
@@ -66,7 +92,7 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 	var slots []uint32
 	var cidx, kidx []uint32
 	cseen, kseen := map[uint32]bool{}, map[uint32]bool{}
-	nx, nr := 0, 0
+	nx, nr, na := 0, 0, 0
 	// a run of slots holding only jobs put since the walk began yields
 	// nothing: keep walking until a chunk has a job or the walk ends
 	for it.slot < it.limit && len(slots) < n {
@@ -91,6 +117,9 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 		if j.state == StateReserved {
 			nr++
 		}
+		if j.flags&fAttempt != 0 {
+			na++
+		}
 	}
 	if len(slots) == 0 {
 		return dst, false
@@ -105,6 +134,7 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 		b = appendStr(b, q.ns.name)
 		b = appendStr(b, q.name)
 		b = binary.LittleEndian.AppendUint32(b, k.ttr)
+		b = binary.LittleEndian.AppendUint32(b, k.prio)
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(kidx)))
 	for _, k := range kidx {
@@ -132,6 +162,14 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 			b = binary.LittleEndian.AppendUint64(b, uint64(r.until))
 			b = binary.LittleEndian.AppendUint32(b, r.ttr)
 			b = binary.LittleEndian.AppendUint64(b, uint64(r.origAt))
+			b = binary.LittleEndian.AppendUint32(b, r.attempt)
+		}
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(na))
+	for i, slot := range slots {
+		if e.jobs.get(slot).flags&fAttempt != 0 {
+			b = binary.LittleEndian.AppendUint32(b, uint32(i))
+			b = binary.LittleEndian.AppendUint32(b, e.attempts[slot])
 		}
 	}
 	return b, true
@@ -219,31 +257,42 @@ func (e *Engine) loadChunk(item []byte) error {
 		return errors.New("job chunks are only read on little-endian machines")
 	}
 	r := chunkReader{b: item[1:]}
-	if len(r.b) < 1 || r.b[0] != chunkVersion {
+	if len(r.b) < 1 || (r.b[0] != chunkVersion && r.b[0] != chunkVersionV1) {
 		return fmt.Errorf("unknown chunk version")
 	}
+	v1 := r.b[0] == chunkVersionV1
 	r.b = r.b[1:]
-	if size := r.u32("record size"); r.err == nil && int(size) != jobSize {
-		return fmt.Errorf("job records of %d bytes, this build's are %d (written by another version)", size, jobSize)
+	recSize := jobSize
+	if v1 {
+		recSize = jobSizeV1
+	}
+	if size := r.u32("record size"); r.err == nil && int(size) != recSize {
+		return fmt.Errorf("job records of %d bytes, this build's are %d (written by another version)", size, recSize)
 	}
 	type class struct {
-		q   *queue
-		ttr uint32
-		id  uint32 // in this engine, once a job has taken it
+		q         *queue
+		ttr, prio uint32
+		id        uint32 // in this engine, once a job has taken it
 	}
 	classes := map[uint32]*class{}
-	for i, n := 0, r.count("class table", 10); i < n; i++ {
+	minClass := 14
+	if v1 {
+		minClass = 10
+	}
+	for i, n := 0, r.count("class table", minClass); i < n; i++ {
 		id := r.u32("class id")
 		ns, name := r.bytes("namespace"), r.bytes("queue name")
-		ttr := r.u32("ttr")
+		c := &class{ttr: r.u32("ttr")}
+		if !v1 {
+			c.prio = r.u32("priority")
+		}
 		if r.err != nil {
 			break
 		}
-		q := e.lookupQueue(string(ns), string(name))
-		if q == nil {
+		if c.q = e.lookupQueue(string(ns), string(name)); c.q == nil {
 			return fmt.Errorf("job of unknown queue %q in namespace %q", name, ns)
 		}
-		classes[id] = &class{q: q, ttr: ttr}
+		classes[id] = c
 	}
 	keys := map[uint32]string{}
 	for i, n := 0, r.count("key table", 5); i < n; i++ {
@@ -254,12 +303,12 @@ func (e *Engine) loadChunk(item []byte) error {
 		}
 		keys[id] = string(k)
 	}
-	n := r.count("job count", jobSize)
+	n := r.count("job count", recSize)
 	if r.err != nil {
 		return r.err
 	}
-	recs := r.b[:n*jobSize]
-	r.b = r.b[n*jobSize:]
+	recs := r.b[:n*recSize]
+	r.b = r.b[n*recSize:]
 	exts := make(map[uint32][]byte)
 	for i, m := 0, r.count("rare-field table", 5); i < m; i++ {
 		at := r.u32("rare-field job")
@@ -270,13 +319,30 @@ func (e *Engine) loadChunk(item []byte) error {
 		exts[at] = b
 	}
 	resvs := make(map[uint32]resvInfo)
-	for i, m := 0, r.count("reservation table", 32); i < m; i++ {
+	minResv := 36
+	if v1 {
+		minResv = 32
+	}
+	for i, m := 0, r.count("reservation table", minResv); i < m; i++ {
 		at := r.u32("reservation job")
 		ri := resvInfo{nonce: r.u64("nonce"), until: int64(r.u64("until")), ttr: r.u32("ttr"), origAt: int64(r.u64("origin"))}
+		if !v1 {
+			ri.attempt = r.u32("attempt")
+		}
 		if r.err == nil && int(at) >= n {
 			r.fail("reservation job")
 		}
-		resvs[uint32(at)] = ri
+		resvs[at] = ri
+	}
+	attempts := make(map[uint32]uint32)
+	if !v1 {
+		for i, m := 0, r.count("attempt table", 8); i < m; i++ {
+			at, a := r.u32("attempt job"), r.u32("attempt")
+			if r.err == nil && (int(at) >= n || a == 0) {
+				r.fail("attempt")
+			}
+			attempts[at] = a
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("chunk end")
@@ -284,40 +350,79 @@ func (e *Engine) loadChunk(item []byte) error {
 	if r.err != nil {
 		return r.err
 	}
+	// rec reads record i into j, with the priority and the attempt count
+	// (for a job not reserved) the record's version keeps elsewhere
+	rec := func(i int, j *job) (prio, attempt uint32) {
+		if !v1 {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(j)), jobSize), recs[i*jobSize:])
+			if c := classes[j.cls]; c != nil {
+				prio = c.prio
+			}
+			return prio, attempts[uint32(i)]
+		}
+		var o jobV1
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&o)), jobSizeV1), recs[i*jobSizeV1:])
+		*j = job{id: o.id, seqLo: o.seqLo, atLo: o.atLo, seqHi: o.seqHi, atHi: o.atHi, cls: o.cls, key: o.key,
+			payload: o.payload, hidx: o.hidx, tries: o.tries, state: o.state, flags: o.flags}
+		return o.prio, o.attempt
+	}
 	// check every record before installing any, so a bad chunk leaves
 	// nothing half-loaded behind
-	var rec job
+	var j job
 	for i := 0; i < n; i++ {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&rec)), jobSize), recs[i*jobSize:])
-		if rec.state < StateDelayed || rec.state > StateCompleted {
-			return fmt.Errorf("job %d: bad state %d", i, rec.state)
+		rec(i, &j)
+		if j.state < StateDelayed || j.state > StateCompleted {
+			return fmt.Errorf("job %d: bad state %d", i, j.state)
 		}
-		if classes[rec.cls] == nil {
-			return fmt.Errorf("job %d: class %d not in the chunk's table", i, rec.cls)
+		if classes[j.cls] == nil {
+			return fmt.Errorf("job %d: class %d not in the chunk's table", i, j.cls)
 		}
-		if _, ok := keys[rec.key]; rec.key != 0 && !ok {
-			return fmt.Errorf("job %d: key id %d not in the chunk's table", i, rec.key)
+		if _, ok := keys[j.key]; j.key != 0 && !ok {
+			return fmt.Errorf("job %d: key id %d not in the chunk's table", i, j.key)
 		}
-		if _, ok := resvs[uint32(i)]; ok != (rec.state == StateReserved) {
+		if _, ok := resvs[uint32(i)]; ok != (j.state == StateReserved) {
 			return fmt.Errorf("job %d: reservation does not match its state", i)
 		}
-		if _, ok := exts[uint32(i)]; ok != (rec.flags&fHasExt != 0) || (rec.flags&fULID == 0 && !ok) {
+		if _, ok := attempts[uint32(i)]; ok && j.state == StateReserved {
+			return fmt.Errorf("job %d: a reserved job's attempt count belongs to its reservation", i)
+		}
+		if _, ok := exts[uint32(i)]; ok != (j.flags&fHasExt != 0) || (j.flags&fULID == 0 && !ok) {
 			return fmt.Errorf("job %d: rare fields do not match its flags", i)
 		}
 	}
+	// v1 records carry their own priority, so their classes are looked up
+	// per job; the last one found is kept, as a chunk's jobs mostly share it
+	var lastKey classKey
+	var lastID uint32
+	// payload bytes per log segment, summed for runs of jobs whose
+	// payloads share a segment (most do) instead of a map update per job
+	var runSeg uint32
+	var runBytes int64
 	for i := 0; i < n; i++ {
 		slot := e.jobs.alloc()
 		j := e.jobs.get(slot)
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(j)), jobSize), recs[i*jobSize:])
+		prio, attempt := rec(i, j)
 		c := classes[j.cls]
 		q := c.q
-		if c.id == 0 {
-			c.id = e.cls.ref(classKey{q.idx, c.ttr})
-		} else {
+		switch {
+		case v1:
+			k := classKey{q.idx, c.ttr, prio}
+			if lastID == 0 || k != lastKey {
+				lastKey, lastID = k, e.cls.ref(k)
+			} else {
+				e.cls.refs[lastID]++
+			}
+			j.cls = lastID
+		case c.id == 0:
+			c.id = e.cls.ref(classKey{q.idx, c.ttr, c.prio})
+			j.cls = c.id
+		default:
 			e.cls.refs[c.id]++
+			j.cls = c.id
 		}
 		state := j.state
-		j.cls, j.state, j.hidx = c.id, StateNone, 0
+		j.state, j.hidx = StateNone, 0
+		j.flags &^= fAttempt
 		if j.key != 0 {
 			j.key = e.keys.ref(keys[j.key])
 		}
@@ -331,9 +436,16 @@ func (e *Engine) loadChunk(item []byte) error {
 				e.ttl.push(ttlEnt{expire: x.expire, slot: slot, seq: j.seqNo()})
 			}
 		}
-		e.trackBlob(j.payload, 1)
+		if p := j.payload; p.Len > 0 {
+			if p.Segment != runSeg && runBytes > 0 {
+				e.live[runSeg] += runBytes
+				runBytes = 0
+			}
+			runSeg = p.Segment
+			runBytes += int64(p.Len)
+		}
 		e.trackBlob(x.result, 1)
-		e.ids.insert(e, slot)
+		e.idInsert(slot)
 		e.seqs.insert(e, slot)
 		if j.key != 0 && (state != StateDead && state != StateCompleted) {
 			e.chainAdd(q, slot)
@@ -341,6 +453,9 @@ func (e *Engine) loadChunk(item []byte) error {
 		switch state {
 		case StateReserved:
 			ri := resvs[uint32(i)]
+			if v1 {
+				ri.attempt = attempt
+			}
 			j.setAt(ri.origAt)
 			e.placeReserved(q, slot, ri)
 		case StateDead:
@@ -352,9 +467,15 @@ func (e *Engine) loadChunk(item []byte) error {
 		default:
 			e.placePending(q, slot)
 		}
+		if state != StateReserved {
+			e.setAttempt(slot, attempt)
+		}
 		if j.key != 0 {
 			e.refresh(q, j.key)
 		}
+	}
+	if runBytes > 0 {
+		e.live[runSeg] += runBytes
 	}
 	return nil
 }

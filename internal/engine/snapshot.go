@@ -118,17 +118,10 @@ func (e *Engine) trackBlob(r BlobRef, sign int64) {
 	}
 }
 
-// reserve sizes the slab and the id and sequence tables for n jobs at once,
-// so loading a snapshot does not rehash them again and again.
+// reserve sizes the slab for n jobs at once. The id table is left to
+// grow: most jobs (those with server ids) never enter it (idtable.go), and
+// the sequence index grows by pages (seqtable.go).
 func (e *Engine) reserve(n int) {
-	size := 1024
-	for size*3 < n*4 {
-		size *= 2
-	}
-	if size > len(e.ids.slots) {
-		e.ids.init(size)
-		e.seqs.init(size)
-	}
 	for len(e.jobs.chunks)*chunkSize < n {
 		e.jobs.chunks = append(e.jobs.chunks, make([]job, chunkSize))
 	}

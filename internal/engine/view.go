@@ -13,13 +13,13 @@ func (e *Engine) view(q *queue, slot uint32) Job {
 		State:       j.state,
 		Payload:     j.payload,
 		PayloadJSON: j.flags&fPayloadJSON != 0,
-		Priority:    j.prio,
+		Priority:    e.jprio(j),
 		Key:         e.keys.keys[j.key],
 		CreatedAt:   fromMS(e.created(slot)),
 		ActivateAt:  fromMS(e.activateAt(slot)),
 		TTR:         time.Duration(e.jttr(j)) * time.Millisecond,
 		Tries:       uint32(j.tries),
-		Attempt:     j.attempt,
+		Attempt:     e.attempt(slot),
 		Buried:      j.flags&fBuried != 0,
 	}
 	if r, ok := e.resv[slot]; ok {
