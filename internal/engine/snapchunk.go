@@ -397,7 +397,7 @@ func (e *Engine) loadChunk(item []byte) error {
 	// payload bytes per log segment, summed for runs of jobs whose
 	// payloads share a segment (most do) instead of a map update per job
 	var runSeg uint32
-	var runBytes int64
+	var runBytes, runBlobs int64
 	for i := 0; i < n; i++ {
 		slot := e.jobs.alloc()
 		j := e.jobs.get(slot)
@@ -439,10 +439,12 @@ func (e *Engine) loadChunk(item []byte) error {
 		if p := j.payload; p.Len > 0 {
 			if p.Segment != runSeg && runBytes > 0 {
 				e.live[runSeg] += runBytes
-				runBytes = 0
+				e.liveN[runSeg] += runBlobs
+				runBytes, runBlobs = 0, 0
 			}
 			runSeg = p.Segment
 			runBytes += int64(p.Len)
+			runBlobs++
 		}
 		e.trackBlob(x.result, 1)
 		e.idInsert(slot)
@@ -476,6 +478,7 @@ func (e *Engine) loadChunk(item []byte) error {
 	}
 	if runBytes > 0 {
 		e.live[runSeg] += runBytes
+		e.liveN[runSeg] += runBlobs
 	}
 	return nil
 }
