@@ -134,6 +134,7 @@ type Engine struct {
 	reserveLimit int
 	maxJobs      uint64 // 0: no limit (SetMaxJobs)
 	chans        map[chanKey]*durableChan
+	far          farState // far.go
 }
 
 // New returns an empty engine holding only the default namespace.
