@@ -13,7 +13,12 @@ import (
 
 // JobBySeq finds a job of ns by its sequence number (beanstalkd id).
 func (b *Broker) JobBySeq(ctx context.Context, ns string, seq uint64) (engine.Job, error) {
-	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.JobBySeq(now, ns, seq) })
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) {
+		if err := b.far.bringSeq(now, ns, seq); err != nil {
+			return engine.Job{}, err
+		}
+		return b.eng.JobBySeq(now, ns, seq)
+	})
 }
 
 // PeekState returns the head job of one state of a queue.

@@ -58,8 +58,13 @@ func (f *FarJob) Encode(dst []byte, payload []byte) []byte {
 // FarOut; 0 turns handing out off.
 func (e *Engine) SetFarHorizon(d time.Duration) {
 	e.far.horizon = d.Milliseconds()
+	e.far.cand = nil
 	if d <= 0 {
-		e.far.cand = nil
+		return
+	}
+	// jobs placed before (a snapshot's, replay's) were not noted
+	for _, slot := range e.delayed.s {
+		e.noteFar(slot)
 	}
 }
 
