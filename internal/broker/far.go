@@ -46,9 +46,11 @@ const (
 
 	farManifestMagic   = 0xFA
 	farManifestVersion = 1
-
-	farOutPerTurn = 4096
 )
+
+// farOutPerTurn bounds the jobs one loop turn hands out (a variable so tests
+// can leave a backlog across turns and snapshot walks).
+var farOutPerTurn = 4096
 
 type bucketState uint8
 

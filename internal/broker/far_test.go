@@ -268,8 +268,8 @@ func farSnapshot(t *testing.T, b *Broker) {
 func TestFarStoreSurvivesCrashesAtAnyPoint(t *testing.T) {
 	// snapshots start by themselves after a little log growth and walk a
 	// few jobs per turn, so commands and crashes fall inside walks
-	defer func(c int) { snapChunk = c }(snapChunk)
-	snapChunk = 2
+	defer func(c int, d time.Duration, o int) { snapChunk, snapTurnBudget, farOutPerTurn = c, d, o }(snapChunk, snapTurnBudget, farOutPerTurn)
+	snapChunk, snapTurnBudget, farOutPerTurn = 2, 0, 1
 	dir := t.TempDir()
 	clk := &testClock{t: farT0}
 	reopen := func() *Broker {
