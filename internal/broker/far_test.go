@@ -447,3 +447,45 @@ func farSeed() uint64 {
 	fmt.Sscan(os.Getenv("FARSEED"), &s)
 	return s
 }
+
+// TestFarHandOutWaitsForSnapshotWalk: jobs that are candidates when a
+// snapshot walk begins must not leave memory before the walk has seen them
+// (rule 1 in far.go): a crash after that snapshot would otherwise lose
+// them, since the bucket bytes past the snapshot's recorded size are cut.
+func TestFarHandOutWaitsForSnapshotWalk(t *testing.T) {
+	defer func(c int, d time.Duration, o int) { snapChunk, snapTurnBudget, farOutPerTurn = c, d, o }(snapChunk, snapTurnBudget, farOutPerTurn)
+	snapChunk, snapTurnBudget, farOutPerTurn = 1, 0, 0
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%d", i)}, farT0.Add(5*time.Hour))
+	}
+	if n := memJobs(t, b); n != 20 {
+		t.Fatalf("%d jobs in memory before hand-outs may start", n)
+	}
+	// on the loop: a snapshot is due now, and hand-outs may go
+	call(b, ctx, func(time.Time) (struct{}, error) {
+		b.opts.SnapshotBytes, farOutPerTurn = 1, 4096
+		return struct{}{}, nil
+	})
+	for i := 0; i < 500 && len(mustList(b)) == 0; i++ {
+		memJobs(t, b)
+	}
+	if len(mustList(b)) == 0 {
+		t.Fatal("no snapshot was written")
+	}
+	if f := farJobs(t, b); f != 20 {
+		t.Fatalf("%d far jobs after the walk, want 20", f)
+	}
+	b.skipFinalSnapshot = true
+	b.Close()
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	for i := 0; i < 20; i++ {
+		if _, err := b.Peek(ctx, "default", "q", fmt.Sprintf("j%d", i)); err != nil {
+			t.Fatalf("job j%d after the crash: %v", i, err)
+		}
+	}
+}
