@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -517,8 +518,8 @@ func (f *farStore) bringSeq(now time.Time, ns string, seq uint64) error {
 	return nil
 }
 
-// bringQueue takes back every far job of a queue whose tags include tags
-// (nil: all), before a command that acts on the queue's jobs by filter
+// bringQueue takes back every far job of a queue (every queue of ns when
+// queue is "") whose tags include tags (nil: all), before a command that acts on the queue's jobs by filter
 // (cancel by filter, purge, delete). Buckets holding none of the queue's
 // jobs are not read; each other bucket is read once.
 func (f *farStore) bringQueue(now time.Time, ns, queue string, tags map[string]string) error {
@@ -526,12 +527,23 @@ func (f *farStore) bringQueue(now time.Time, ns, queue string, tags map[string]s
 		return nil
 	}
 	q := ns + "\x00" + queue
+	holds := func(bk *farBucket) bool {
+		if queue != "" {
+			return bk.byQ[q] > 0
+		}
+		for k := range bk.byQ {
+			if strings.HasPrefix(k, q) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, bk := range f.sorted() {
-		if bk.state == bucketDone || bk.byQ[q] == 0 {
+		if bk.state == bucketDone || !holds(bk) {
 			continue
 		}
 		recs, err := f.readAll(bk, func(r *engine.Record) bool {
-			return r.Job.Queue == queue && r.Job.NS == ns && hasTags(r.Job.Tags, tags)
+			return (queue == "" || r.Job.Queue == queue) && r.Job.NS == ns && hasTags(r.Job.Tags, tags)
 		})
 		if err != nil {
 			return farUnavailable(err)

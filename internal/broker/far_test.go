@@ -198,6 +198,11 @@ func TestFarJobsFoundByIDTagSeqAndUpdate(t *testing.T) {
 	if err != nil || n != 5 {
 		t.Fatalf("cancel by tag: %d %v, want 5", n, err)
 	}
+	// cancel by tag in every queue of the namespace
+	putAt(t, b, "other", engine.PutRequest{ID: "o1", Tags: map[string]string{"t": "x"}}, far)
+	if n, err := b.CancelByFilter(ctx, "default", "", engine.Filter{Tags: map[string]string{"t": "x"}}); err != nil || n != 1 {
+		t.Fatalf("cancel by tag in every queue: %d %v, want 1", n, err)
+	}
 	// update moves a far job inside the horizon, and another one out again
 	soon := farT0.Add(30 * time.Minute)
 	if _, err := b.Update(ctx, "default", "q", "a7", engine.UpdateRequest{At: &soon}); err != nil {
