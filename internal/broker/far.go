@@ -86,6 +86,9 @@ type farStore struct {
 	seed    maphash.Seed
 	buckets map[int64]*farBucket
 	dirty   []*farBucket
+	// nextLoad is the earliest time (unix ms) an open bucket's window is
+	// within the lead time, so a turn need not look at every bucket
+	nextLoad int64
 
 	// recovery: jobs replay took back in, by bucket
 	replayed map[int64]map[string]struct{}
@@ -102,6 +105,7 @@ func (f *farStore) init(b *Broker) {
 	f.horizon = b.opts.FarHorizon
 	f.seed = maphash.MakeSeed()
 	f.buckets = map[int64]*farBucket{}
+	f.nextLoad = 1<<63 - 1
 	f.on = f.horizon > 0
 	f.width = max(f.horizon.Milliseconds()/2, 1)
 	f.lead = max(f.horizon.Milliseconds()/4, 1)
@@ -134,6 +138,7 @@ func (f *farStore) manifest() ([]byte, error) {
 		starts = append(starts, s)
 	}
 	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	f.releaseFiles()
 	m := []byte{farManifestMagic, farManifestVersion}
 	m = binary.AppendUvarint(m, uint64(len(starts)))
 	for _, s := range starts {
@@ -246,6 +251,7 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 			return fmt.Errorf("far-future store: %w", err)
 		}
 		f.buckets[l.start] = bk
+		f.nextLoad = min(f.nextLoad, l.start-f.lead)
 		f.flushBucket(bk)
 		f.on = true
 		for q, n := range bk.byQ {
@@ -254,6 +260,7 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 		}
 	}
 	f.replayed = nil
+	f.releaseFiles()
 	return nil
 }
 
@@ -362,6 +369,7 @@ func (f *farStore) bucket(start int64, create bool) *farBucket {
 	}
 	bk = &farBucket{start: start, file: file, gone: map[string]struct{}{}, byQ: map[string]int{}}
 	f.buckets[start] = bk
+	f.nextLoad = min(f.nextLoad, start-f.lead)
 	return bk
 }
 
@@ -401,6 +409,29 @@ func (f *farStore) handOut(now time.Time) {
 	})
 	for _, bk := range f.dirty {
 		f.flushBucket(bk)
+	}
+	f.releaseFiles()
+}
+
+// farMaxOpen bounds the bucket descriptors kept open between turns.
+const farMaxOpen = 64
+
+// releaseFiles closes bucket descriptors once more than farMaxOpen are
+// open (they reopen on the next write).
+func (f *farStore) releaseFiles() {
+	open := 0
+	for _, bk := range f.buckets {
+		if bk.file != nil && bk.file.Open() {
+			open++
+		}
+	}
+	if open <= farMaxOpen {
+		return
+	}
+	for _, bk := range f.buckets {
+		if bk.file != nil {
+			bk.file.Release()
+		}
 	}
 }
 
@@ -468,6 +499,7 @@ func (f *farStore) takeIn(now time.Time, bk *farBucket, recs []engine.Record) er
 		f.b.eng.AddFar(j.NS, j.Queue, -1)
 	}
 	f.flushBucket(bk)
+	f.releaseFiles()
 	return nil
 }
 
@@ -637,11 +669,16 @@ func (f *farStore) sorted() []*farBucket {
 // time. The read runs off the loop; the jobs come back to the loop in
 // chunks, so no turn stalls behind a large bucket.
 func (f *farStore) step(now time.Time) {
-	if !f.on {
+	if !f.on || now.UnixMilli() < f.nextLoad {
 		return
 	}
+	f.nextLoad = 1<<63 - 1
 	for _, bk := range f.buckets {
-		if bk.state != bucketOpen || bk.start-f.lead > now.UnixMilli() {
+		if bk.state != bucketOpen {
+			continue
+		}
+		if due := bk.start - f.lead; due > now.UnixMilli() {
+			f.nextLoad = min(f.nextLoad, due)
 			continue
 		}
 		bk.state = bucketLoading
@@ -727,17 +764,10 @@ func (f *farStore) nextDue(now time.Time) (time.Time, bool) {
 	if f.horizon > 0 && f.b.eng.FarPending() {
 		return now.Add(time.Millisecond), true
 	}
-	var next int64
-	found := false
-	for _, bk := range f.buckets {
-		if bk.state == bucketOpen && (!found || bk.start-f.lead < next) {
-			next, found = bk.start-f.lead, true
-		}
-	}
-	if !found {
+	if f.nextLoad == 1<<63-1 {
 		return time.Time{}, false
 	}
-	return time.UnixMilli(max(next, 0)), true
+	return time.UnixMilli(max(f.nextLoad, 0)), true
 }
 
 // close closes the bucket files (after the final snapshot).

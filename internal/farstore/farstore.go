@@ -112,13 +112,41 @@ func blockCRC(off int64, length, count uint32, payload []byte) uint32 {
 	return crc32.Update(crc32.Checksum(h[:], castagnoli), castagnoli, payload)
 }
 
-// File is a bucket open for appending. It is used by one goroutine.
+// File is a bucket open for appending. It is used by one goroutine. Its
+// descriptor may be released between writes (Release): a year of hourly
+// buckets must not hold thousands of descriptors; it is reopened on demand.
 type File struct {
-	f     *os.File
+	f     *os.File // nil while released
 	path  string
 	size  int64
 	dirty bool
 	buf   []byte
+}
+
+func (f *File) ensure() error {
+	if f.f != nil {
+		return nil
+	}
+	fd, err := os.OpenFile(f.path, os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("farstore: reopen %s: %w", f.path, err)
+	}
+	f.f = fd
+	return nil
+}
+
+// Open reports whether the file holds a descriptor.
+func (f *File) Open() bool { return f.f != nil }
+
+// Release closes the descriptor; the next write or sync reopens it.
+// Written bytes stay written (Sync still makes them durable).
+func (f *File) Release() error {
+	if f.f == nil {
+		return nil
+	}
+	err := f.f.Close()
+	f.f = nil
+	return err
 }
 
 // Create makes a new, empty bucket file (an existing one is replaced) and
@@ -198,7 +226,10 @@ func (f *File) Append(items [][]byte) error {
 	binary.LittleEndian.PutUint32(b[4:], uint32(len(items)))
 	binary.LittleEndian.PutUint32(b[8:], blockCRC(f.size, uint32(len(payload)), uint32(len(items)), payload))
 	f.buf = b
-	if _, err := f.f.Write(b); err != nil {
+	if err := f.ensure(); err != nil {
+		return err
+	}
+	if _, err := f.f.WriteAt(b, f.size); err != nil {
 		return fmt.Errorf("farstore: write %s: %w", f.path, err)
 	}
 	f.size += int64(len(b))
@@ -211,6 +242,9 @@ func (f *File) Sync() error {
 	if !f.dirty {
 		return nil
 	}
+	if err := f.ensure(); err != nil {
+		return err
+	}
 	if err := f.f.Sync(); err != nil {
 		return fmt.Errorf("farstore: sync %s: %w", f.path, err)
 	}
@@ -219,7 +253,7 @@ func (f *File) Sync() error {
 }
 
 // Close closes the file.
-func (f *File) Close() error { return f.f.Close() }
+func (f *File) Close() error { return f.Release() }
 
 // Read checks and visits the items of the first size bytes of a bucket
 // file (size < 0: the whole file, which must then end on a block

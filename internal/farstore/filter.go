@@ -20,7 +20,7 @@ type sub struct {
 const (
 	filterBitsPerKey = 12
 	filterProbes     = 8
-	filterFirst      = 256
+	filterFirst      = 64
 )
 
 // Add records key (a well-mixed 64-bit hash).
