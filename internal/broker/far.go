@@ -375,26 +375,33 @@ func (f *farStore) bucket(start int64, create bool) *farBucket {
 
 // handOut moves delayed jobs beyond the horizon out of memory (rule 1: never
 // while a snapshot walk runs). It runs after the turn's commit, so the
-// payloads it reads are in the log file.
+// payloads it reads are in the log file; jobs leave memory only once their
+// items are written.
 func (f *farStore) handOut(now time.Time) {
 	if !f.on || f.horizon <= 0 || f.b.snap.iter != nil || !f.b.eng.FarPending() || f.b.failed.Load() != nil {
 		return
 	}
-	f.dirty = f.dirty[:0]
-	f.b.eng.FarOut(now, farOutPerTurn, func(fj *engine.FarJob) bool {
+	offer := f.b.eng.FarOffer(now, farOutPerTurn)
+	kept := offer[:0]
+	var bks []*farBucket
+	for i := range offer {
+		fj := &offer[i]
 		start := fj.At - fj.At%f.width
 		bk := f.bucket(start, true)
 		if bk == nil || bk.state != bucketOpen || start-f.lead <= now.UnixMilli() {
-			return false
+			continue
 		}
-		var data []byte
-		if fj.Payload.Len > 0 {
-			var err error
-			if data, err = f.b.log.ReadAt(fj.Payload.Segment, fj.Payload.Offset, fj.Payload.Len); err != nil {
-				return false
-			}
-		}
-		item := fj.Encode([]byte{farItemJob}, data)
+		kept = append(kept, *fj)
+		bks = append(bks, bk)
+	}
+	data, ok := f.readPayloads(kept)
+	if !ok {
+		return
+	}
+	f.dirty = f.dirty[:0]
+	for i := range kept {
+		fj, bk := &kept[i], bks[i]
+		item := fj.Encode([]byte{farItemJob}, data[i])
 		if len(bk.pending) == 0 {
 			f.dirty = append(f.dirty, bk)
 		}
@@ -405,12 +412,59 @@ func (f *farStore) handOut(now time.Time) {
 		bk.seqs.Add(f.seqHash(fj.Seq))
 		bk.jobs++
 		bk.byQ[fj.NS+"\x00"+fj.Queue]++
-		return true
-	})
+	}
 	for _, bk := range f.dirty {
 		f.flushBucket(bk)
 	}
+	if f.b.failed.Load() == nil {
+		f.b.eng.FarTake(kept)
+	}
 	f.releaseFiles()
+}
+
+// readPayloads reads the payloads of jobs from the log. Payloads put by one
+// batch lie in one log frame, whose checksum a read verifies whole, so
+// neighbours are read together (one read per frame, not per job); a run that
+// spans frames is split until each read lies in one.
+func (f *farStore) readPayloads(jobs []engine.FarJob) ([][]byte, bool) {
+	out := make([][]byte, len(jobs))
+	idx := make([]int, 0, len(jobs))
+	for i := range jobs {
+		if jobs[i].Payload.Len > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		x, y := jobs[idx[a]].Payload, jobs[idx[b]].Payload
+		return x.Segment < y.Segment || x.Segment == y.Segment && x.Offset < y.Offset
+	})
+	var read func(run []int) error
+	read = func(run []int) error {
+		first, last := jobs[run[0]].Payload, jobs[run[len(run)-1]].Payload
+		end := last.Offset + last.Len
+		if first.Segment == last.Segment {
+			if buf, err := f.b.log.ReadAt(first.Segment, first.Offset, end-first.Offset); err == nil {
+				for _, i := range run {
+					p := jobs[i].Payload
+					out[i] = buf[p.Offset-first.Offset : p.Offset-first.Offset+p.Len]
+				}
+				return nil
+			} else if len(run) == 1 {
+				return err
+			}
+		}
+		if err := read(run[:len(run)/2]); err != nil {
+			return err
+		}
+		return read(run[len(run)/2:])
+	}
+	if len(idx) > 0 {
+		if err := read(idx); err != nil {
+			f.b.lg.Error("far-future store: cannot read payloads to hand jobs out; they stay in memory", "err", err)
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // farMaxOpen bounds the bucket descriptors kept open between turns.

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -493,4 +495,58 @@ func TestFarHandOutWaitsForSnapshotWalk(t *testing.T) {
 			t.Fatalf("job j%d after the crash: %v", i, err)
 		}
 	}
+}
+
+// TestFarMemoryPerJob measures what a far job costs in memory:
+// CHRONOQ_FAR_JOBS=N puts N jobs with 100-byte payloads due between 2 hours
+// and CHRONOQ_FAR_SPAN (default 168h) ahead, with a one-hour horizon, and
+// reports heap in use per job once they are all in buckets. Not run by
+// default: it is a measurement, not a check.
+func TestFarMemoryPerJob(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_FAR_JOBS"))
+	if n == 0 {
+		t.Skip("set CHRONOQ_FAR_JOBS=N to measure the memory of N far jobs")
+	}
+	span := 168 * time.Hour
+	if v, err := time.ParseDuration(os.Getenv("CHRONOQ_FAR_SPAN")); err == nil {
+		span = v
+	}
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b, err := Open(Options{Dir: dir, Logger: quiet, Clock: clk.now, FarHorizon: time.Hour, SnapshotBytes: 1 << 40, SnapshotInterval: 1000 * time.Hour,
+		WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	// the queue and the first batch's buffers exist before the baseline
+	putAt(t, b, "q", engine.PutRequest{ID: "first"}, farT0.Add(time.Minute))
+	before := heap()
+	payload := make([]byte, 100)
+	batch := make([]engine.PutRequest, 1000)
+	rng := rand.New(rand.NewPCG(1, 1))
+	start := time.Now()
+	for put := 0; put < n; put += len(batch) {
+		for i := range batch {
+			at := farT0.Add(2*time.Hour + time.Duration(rng.Int64N(int64(span-2*time.Hour))))
+			batch[i] = engine.PutRequest{Payload: payload, At: &at}
+		}
+		if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	memJobs(t, b)
+	fill := time.Since(start)
+	after := heap()
+	st, _ := b.FarStats(ctx)
+	t.Logf("%d far jobs in %d buckets over %s, filled in %s: heap in use %+d bytes = %.1f bytes/job (filters %.1f bytes/job); %d jobs in memory",
+		st.Jobs, st.Buckets, span, fill.Round(time.Millisecond), int64(after)-int64(before), float64(int64(after)-int64(before))/float64(st.Jobs),
+		float64(st.FilterBytes)/float64(st.Jobs), memJobs(t, b))
 }

@@ -41,6 +41,7 @@ type FarJob struct {
 	Tags          map[string]string
 	Payload       BlobRef // where the payload is in the log (Len 0: none)
 	img           JobImage
+	cand          farCand
 }
 
 // Encode appends the job's bucket item: an encoded Entry holding the job's
@@ -84,29 +85,23 @@ func (e *Engine) noteFar(slot uint32) {
 // FarPending reports whether FarOut has candidates to look at.
 func (e *Engine) FarPending() bool { return len(e.far.cand) > 0 }
 
-// FarOut offers up to max delayed jobs due beyond the horizon to accept;
-// each one accepted leaves memory. A job no longer eligible (taken back
-// in, changed, deleted, or now within the horizon) is skipped. It returns
-// how many went out.
-func (e *Engine) FarOut(now time.Time, max int, accept func(*FarJob) bool) int {
+// FarOffer returns up to max delayed jobs due beyond the horizon, without
+// changing anything; FarTake then removes the ones the caller has stored.
+// A job no longer eligible (taken back in, changed, deleted, or now within
+// the horizon) is dropped from the candidates.
+func (e *Engine) FarOffer(now time.Time, max int) []FarJob {
 	e.Advance(now)
-	n, i := 0, 0
-	for ; i < len(e.far.cand) && n < max; i++ {
+	var out []FarJob
+	i := 0
+	for ; i < len(e.far.cand) && len(out) < max; i++ {
 		c := e.far.cand[i]
-		if c.slot >= e.jobs.next {
+		if !e.farEligible(c) {
 			continue
 		}
 		j := e.jobs.get(c.slot)
-		if j.state != StateDelayed || j.seqNo() != c.seq || j.key != 0 || e.far.horizon <= 0 || j.atMS()-e.now <= e.far.horizon {
-			continue
-		}
-		x, _ := e.ext(c.slot)
-		if x.expire != 0 {
-			continue
-		}
 		q := e.queues[e.jq(j)]
 		img := e.image(q, c.slot)
-		fj := FarJob{NS: q.ns.name, Queue: q.name, ID: img.ID, Seq: img.Seq, At: img.At, Payload: j.payload, img: img}
+		fj := FarJob{NS: q.ns.name, Queue: q.name, ID: img.ID, Seq: img.Seq, At: img.At, Payload: j.payload, img: img, cand: c}
 		if len(img.Tags) > 0 {
 			fj.Tags = make(map[string]string, len(img.Tags)/2)
 			for k := 0; k+1 < len(img.Tags); k += 2 {
@@ -114,13 +109,40 @@ func (e *Engine) FarOut(now time.Time, max int, accept func(*FarJob) bool) int {
 			}
 		}
 		// the image's strings may point into the rare-field arena, which
-		// the removal below frees for reuse
-		fj.img.ID = string([]byte(fj.img.ID))
+		// the removal frees for reuse
+		fj.ID = string([]byte(fj.ID))
+		fj.img.ID = fj.ID
 		fj.img.Tags = cloneStrings(img.Tags)
 		fj.img.ReplyTo, fj.img.Cron, fj.img.LastError, fj.img.Notify = string([]byte(img.ReplyTo)), string([]byte(img.Cron)), string([]byte(img.LastError)), string([]byte(img.Notify))
-		if !accept(&fj) {
+		out = append(out, fj)
+	}
+	e.far.cand = append(e.far.cand[:0], e.far.cand[i:]...)
+	return out
+}
+
+func (e *Engine) farEligible(c farCand) bool {
+	if c.slot >= e.jobs.next || e.far.horizon <= 0 {
+		return false
+	}
+	j := e.jobs.get(c.slot)
+	if j.state != StateDelayed || j.seqNo() != c.seq || j.key != 0 || j.atMS()-e.now <= e.far.horizon {
+		return false
+	}
+	x, _ := e.ext(c.slot)
+	return x.expire == 0
+}
+
+// FarTake removes from memory the offered jobs the caller has stored (in
+// the same turn as FarOffer: nothing may have changed them in between). It
+// returns how many left.
+func (e *Engine) FarTake(jobs []FarJob) int {
+	n := 0
+	for i := range jobs {
+		c := jobs[i].cand
+		if !e.farEligible(c) {
 			continue
 		}
+		q := e.queues[e.jq(e.jobs.get(c.slot))]
 		e.deleteJob(q, c.slot)
 		if e.far.count == nil {
 			e.far.count = map[uint32]uint64{}
@@ -128,8 +150,19 @@ func (e *Engine) FarOut(now time.Time, max int, accept func(*FarJob) bool) int {
 		e.far.count[q.idx]++
 		n++
 	}
-	e.far.cand = append(e.far.cand[:0], e.far.cand[i:]...)
 	return n
+}
+
+// FarOut is FarOffer and FarTake of the jobs accept stores.
+func (e *Engine) FarOut(now time.Time, max int, accept func(*FarJob) bool) int {
+	offer := e.FarOffer(now, max)
+	kept := offer[:0]
+	for i := range offer {
+		if accept(&offer[i]) {
+			kept = append(kept, offer[i])
+		}
+	}
+	return e.FarTake(kept)
 }
 
 func cloneStrings(s []string) []string {
