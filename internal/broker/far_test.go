@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -549,4 +551,79 @@ func TestFarMemoryPerJob(t *testing.T) {
 	t.Logf("%d far jobs in %d buckets over %s, filled in %s: heap in use %+d bytes = %.1f bytes/job (filters %.1f bytes/job); %d jobs in memory",
 		st.Jobs, st.Buckets, span, fill.Round(time.Millisecond), int64(after)-int64(before), float64(int64(after)-int64(before))/float64(st.Jobs),
 		float64(st.FilterBytes)/float64(st.Jobs), memJobs(t, b))
+}
+
+type latenessObserver struct {
+	nopObserver
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (o *latenessObserver) Lateness(d time.Duration) {
+	o.mu.Lock()
+	o.d = append(o.d, d)
+	o.mu.Unlock()
+}
+
+// TestFarActivationLateness measures how late jobs that spent their wait in
+// a bucket are handed to waiting workers: CHRONOQ_FAR_LATENESS=N puts N jobs
+// due 4 to 12 s ahead with a 2 s horizon (so all of them go to buckets and
+// come back 0.5 s before their bucket's 1 s window), keeps long-polling
+// takes parked, and reports the lateness percentiles (activation → take).
+// Not run by default: it is a measurement on the real clock.
+func TestFarActivationLateness(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_FAR_LATENESS"))
+	if n == 0 {
+		t.Skip("set CHRONOQ_FAR_LATENESS=N to measure the activation lateness of N jobs from buckets")
+	}
+	obs := &latenessObserver{}
+	b, err := Open(Options{Dir: t.TempDir(), Logger: quiet, FarHorizon: 2 * time.Second, Observer: obs,
+		WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	now := time.Now()
+	payload := make([]byte, 100)
+	batch := make([]engine.PutRequest, 0, 1000)
+	for i := 0; i < n; i++ {
+		at := now.Add(4*time.Second + time.Duration(i)*8*time.Second/time.Duration(n))
+		batch = append(batch, engine.PutRequest{Payload: payload, At: &at})
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if f := farJobs(t, b); f < n*9/10 {
+		t.Fatalf("only %d of %d jobs went to buckets", f, n)
+	}
+	var wg sync.WaitGroup
+	var got sync.Map
+	var taken atomic.Int64
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for taken.Load() < int64(n) {
+				jobs, err := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 100}, 2*time.Second)
+				if err != nil {
+					return
+				}
+				for _, j := range jobs {
+					got.Store(j.ID, true)
+				}
+				taken.Add(int64(len(jobs)))
+			}
+		}()
+	}
+	wg.Wait()
+	obs.mu.Lock()
+	d := append([]time.Duration(nil), obs.d...)
+	obs.mu.Unlock()
+	slices.Sort(d)
+	pct := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	t.Logf("%d jobs from buckets handed to parked takes: lateness p50 %s p99 %s max %s", len(d), pct(0.5), pct(0.99), d[len(d)-1])
 }
