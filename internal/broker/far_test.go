@@ -126,6 +126,10 @@ func TestFarJobsLeaveMemoryAndActivateOnTimeAfterRestart(t *testing.T) {
 	if d := delayed(t, b, "q"); d != 41 {
 		t.Fatalf("delayed count %d, want 41 (far jobs counted)", d)
 	}
+	// backups copy snapshot and log only: refused while buckets exist
+	if _, err := b.Backup(ctx); engine.CodeOf(err) != engine.CodeConflict {
+		t.Fatalf("backup with far jobs: %v, want a conflict", err)
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
