@@ -76,6 +76,11 @@ type farBucket struct {
 	pending   [][]byte // items to append at the end of the turn
 }
 
+type farPins struct {
+	bytes map[uint32]int64 // segment → bytes
+	need  int              // snapshots still to finish
+}
+
 type farStore struct {
 	b       *Broker
 	on      bool
@@ -92,6 +97,11 @@ type farStore struct {
 
 	// recovery: jobs replay took back in, by bucket
 	replayed map[int64]map[string]struct{}
+	// The log segments holding payloads of handed-out jobs are kept
+	// (pinned) until both kept snapshots began after the hand-out: a
+	// recovery from the older one must still find the payloads in the log.
+	pinCur map[uint32]int64
+	pinQ   []farPins
 	// SkippedBytes counts bucket bytes --force-recovery gave up on.
 	skippedBytes int64
 	skippedFiles int
@@ -139,6 +149,10 @@ func (f *farStore) manifest() ([]byte, error) {
 	}
 	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
 	f.releaseFiles()
+	if f.pinCur != nil {
+		f.pinQ = append(f.pinQ, farPins{bytes: f.pinCur, need: 2})
+		f.pinCur = nil
+	}
 	m := []byte{farManifestMagic, farManifestVersion}
 	m = binary.AppendUvarint(m, uint64(len(starts)))
 	for _, s := range starts {
@@ -416,8 +430,15 @@ func (f *farStore) handOut(now time.Time) {
 	for _, bk := range f.dirty {
 		f.flushBucket(bk)
 	}
-	if f.b.failed.Load() == nil {
-		f.b.eng.FarTake(kept)
+	if f.b.failed.Load() == nil && f.b.eng.FarTake(kept) > 0 {
+		for i := range kept {
+			if p := kept[i].Payload; p.Len > 0 {
+				if f.pinCur == nil {
+					f.pinCur = map[uint32]int64{}
+				}
+				f.pinCur[p.Segment] += int64(p.Len)
+			}
+		}
 	}
 	f.releaseFiles()
 }
@@ -795,6 +816,13 @@ func (f *farStore) load(bk *farBucket, size int64) {
 // snapshotDone deletes the files of buckets taken back in once no kept
 // snapshot (snapshot.Prune keeps two) lists them.
 func (f *farStore) snapshotDone() {
+	kept := f.pinQ[:0]
+	for _, p := range f.pinQ {
+		if p.need--; p.need > 0 {
+			kept = append(kept, p)
+		}
+	}
+	f.pinQ = kept
 	for s, bk := range f.buckets {
 		if bk.state != bucketDone {
 			continue
@@ -822,6 +850,19 @@ func (f *farStore) nextDue(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(max(f.nextLoad, 0)), true
+}
+
+// pinned reports whether a log segment must stay for handed-out payloads.
+func (f *farStore) pinned(seg uint32) bool {
+	if f.pinCur[seg] > 0 {
+		return true
+	}
+	for _, p := range f.pinQ {
+		if p.bytes[seg] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // close closes the bucket files (after the final snapshot).

@@ -161,7 +161,7 @@ func (s *snapshotter) dropSegments(b *Broker) {
 	live := b.eng.LiveBytes()
 	upto := uint32(0)
 	for _, seg := range b.log.Segments() {
-		if seg.Number >= cover || live[seg.Number] > 0 {
+		if seg.Number >= cover || live[seg.Number] > 0 || b.far.pinned(seg.Number) {
 			break
 		}
 		upto = seg.Number + 1

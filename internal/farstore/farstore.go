@@ -120,7 +120,6 @@ type File struct {
 	path  string
 	size  int64
 	dirty bool
-	buf   []byte
 }
 
 func (f *File) ensure() error {
@@ -213,7 +212,9 @@ func (f *File) Append(items [][]byte) error {
 	if len(items) == 0 {
 		return nil
 	}
-	b := append(f.buf[:0], make([]byte, blockHeaderSize)...)
+	// the block is built in a fresh buffer, not kept with the file: a year
+	// of buckets would otherwise each hold its last block in memory
+	b := make([]byte, blockHeaderSize, blockHeaderSize+64*len(items))
 	for _, it := range items {
 		b = binary.AppendUvarint(b, uint64(len(it)))
 		b = append(b, it...)
@@ -225,7 +226,6 @@ func (f *File) Append(items [][]byte) error {
 	binary.LittleEndian.PutUint32(b[0:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(b[4:], uint32(len(items)))
 	binary.LittleEndian.PutUint32(b[8:], blockCRC(f.size, uint32(len(payload)), uint32(len(items)), payload))
-	f.buf = b
 	if err := f.ensure(); err != nil {
 		return err
 	}
