@@ -762,7 +762,7 @@ func (f *farStore) step(now time.Time) {
 	}
 }
 
-const farLoadChunk = 2048
+const farLoadChunk = 256
 
 func (f *farStore) load(bk *farBucket, size int64) {
 	path := filepath.Join(f.dir, farstore.Name(bk.start))
