@@ -645,3 +645,50 @@ func TestFarActivationLateness(t *testing.T) {
 	t.Logf("horizon %s: %d jobs handed to parked takes: lateness p50 %s p99 %s; all %d jobs as the taker saw them: p50 %s p99 %s",
 		horizon, len(d), pct(d, 0.5), pct(d, 0.99), len(all), pct(all, 0.5), pct(all, 0.99))
 }
+
+// TestFarPayloadSegmentKeptForTheOlderSnapshot: a job's payload goes into
+// its bucket when it leaves memory, but a recovery from the older of the two
+// kept snapshots replays records that still point at the payload in the
+// log, so that log segment must stay until both kept snapshots began after
+// the hand-out.
+func TestFarPayloadSegmentKeptForTheOlderSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	putAt(t, b, "q", engine.PutRequest{ID: "j"}, farT0.Add(10*time.Minute))
+	big := make([]byte, 8<<10)
+	for i := 0; i < 20; i++ { // roll the log past the first segment
+		id := fmt.Sprintf("filler%d", i)
+		putAt(t, b, "q", engine.PutRequest{ID: id, Payload: big}, farT0.Add(time.Minute))
+		if err := b.Cancel(ctx, "default", "q", id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	farSnapshot(t, b)
+	farSnapshot(t, b)
+	later := farT0.Add(5 * time.Hour)
+	if _, err := b.Update(ctx, "default", "q", "j", engine.UpdateRequest{At: &later}); err != nil {
+		t.Fatal(err)
+	}
+	if f := farJobs(t, b); f != 1 {
+		t.Fatalf("%d far jobs, want 1", f)
+	}
+	farSnapshot(t, b) // covers the bucket; the older kept one does not
+	snaps := mustList(b)
+	b.skipFinalSnapshot = true
+	b.Close()
+	if len(snaps) != 2 {
+		t.Fatalf("%d snapshots kept", len(snaps))
+	}
+	// the newest snapshot is unusable: recovery falls back to the older
+	if err := os.Remove(snaps[0].Path); err != nil {
+		t.Fatal(err)
+	}
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	j, err := b.Peek(ctx, "default", "q", "j")
+	if err != nil || string(j.Data) != "payload of j" || !j.ActivateAt.Equal(later) {
+		t.Fatalf("job after recovery from the older snapshot: %+v %v", j, err)
+	}
+}
