@@ -928,3 +928,24 @@ func (f *farStore) refuseBackup() error {
 	}
 	return nil
 }
+
+// bringEarliest takes back the far jobs of a queue from the earliest bucket
+// holding any (beanstalkd peek-delayed when no delayed job of the queue is
+// in memory). It returns how many came back.
+func (f *farStore) bringEarliest(now time.Time, ns, queue string) (int, error) {
+	if !f.on || len(f.buckets) == 0 {
+		return 0, nil
+	}
+	q := ns + "\x00" + queue
+	for _, bk := range f.sorted() {
+		if bk.state == bucketDone || bk.byQ[q] == 0 {
+			continue
+		}
+		recs, err := f.readAll(bk, func(r *engine.Record) bool { return r.Job.Queue == queue && r.Job.NS == ns })
+		if err != nil {
+			return 0, farUnavailable(err)
+		}
+		return len(recs), f.takeIn(now, bk, recs)
+	}
+	return 0, nil
+}

@@ -187,6 +187,11 @@ func TestFarJobsFoundByIDTagSeqAndUpdate(t *testing.T) {
 	if err != nil || string(j.Data) != "payload of a3" || !j.ActivateAt.Equal(far) {
 		t.Fatalf("peek of a far job: %+v %v", j, err)
 	}
+	// beanstalkd peek-delayed: every delayed job of the queue is far
+	j, err = b.PeekState(ctx, "default", "q", engine.StateDelayed)
+	if err != nil || !j.ActivateAt.Equal(far) {
+		t.Fatalf("peek-delayed with only far jobs: %+v %v", j, err)
+	}
 	// beanstalkd id
 	j, err = b.JobBySeq(ctx, "default", seqJob.Seq)
 	if err != nil || j.ID != "byseq" {

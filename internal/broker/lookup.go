@@ -23,7 +23,19 @@ func (b *Broker) JobBySeq(ctx context.Context, ns string, seq uint64) (engine.Jo
 
 // PeekState returns the head job of one state of a queue.
 func (b *Broker) PeekState(ctx context.Context, ns, q string, state engine.State) (engine.Job, error) {
-	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.PeekState(now, ns, q, state) })
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) {
+		j, err := b.eng.PeekState(now, ns, q, state)
+		if state == engine.StateDelayed && engine.CodeOf(err) == engine.CodeJobNotFound {
+			// every delayed job of the queue may be far: the earliest
+			// bucket holding one of its jobs holds the soonest
+			if n, ferr := b.far.bringEarliest(now, ns, q); ferr != nil {
+				return j, ferr
+			} else if n > 0 {
+				j, err = b.eng.PeekState(now, ns, q, state)
+			}
+		}
+		return j, err
+	})
 }
 
 // UrgentReady counts ready jobs with priority below threshold.
