@@ -345,7 +345,7 @@ func (b *Broker) Peek(ctx context.Context, ns, q, id string) (engine.Job, error)
 
 // List pages through jobs.
 func (b *Broker) List(ctx context.Context, ns, q string, req engine.ListRequest) (engine.ListResult, error) {
-	res, err := call(b, ctx, func(now time.Time) (engine.ListResult, error) { return b.eng.List(now, ns, q, req) })
+	res, err := call(b, ctx, func(now time.Time) (engine.ListResult, error) { return b.far.list(now, ns, q, req) })
 	if err != nil {
 		return res, err
 	}
@@ -445,6 +445,9 @@ func (b *Broker) Call(ctx context.Context, ns, q string, req engine.PutRequest, 
 // fill reads payload and result bytes for jobs leaving the server.
 func (b *Broker) fill(jobs []engine.Job) error {
 	for i := range jobs {
+		if jobs[i].Data != nil {
+			continue // a far job, listed with its payload from its bucket (far.go)
+		}
 		if err := b.fillJob(&jobs[i]); err != nil {
 			return err
 		}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -948,4 +950,74 @@ func (f *farStore) bringEarliest(now time.Time, ns, queue string) (int, error) {
 		return len(recs), f.takeIn(now, bk, recs)
 	}
 	return 0, nil
+}
+
+// farCursor starts the cursors of listing pages that continue into the
+// buckets: "far.<bucket start>.<jobs of that bucket already listed>".
+const farCursor = "far."
+
+// list is the engine's listing followed, once it is exhausted, by the far
+// jobs of the queue that match the filter: bucket by bucket in time order,
+// each bucket in the order its jobs went out, jobs listed as the bucket
+// holds them (payload included). A page reads the buckets it lists from,
+// never more than the ones it needs; buckets holding none of the queue's
+// jobs are not read.
+func (f *farStore) list(now time.Time, ns, queue string, req engine.ListRequest) (engine.ListResult, error) {
+	var res engine.ListResult
+	from, skip := int64(math.MinInt64), 0
+	if c, ok := strings.CutPrefix(req.Cursor, farCursor); ok {
+		s, n, found := strings.Cut(c, ".")
+		var err1, err2 error
+		from, err1 = strconv.ParseInt(s, 10, 64)
+		skip, err2 = strconv.Atoi(n)
+		if !found || err1 != nil || err2 != nil || skip < 0 || !f.b.eng.HasQueue(ns, queue) {
+			return res, &engine.Error{Code: engine.CodeBadRequest, Field: "cursor", Message: "not a cursor from a previous page of this listing"}
+		}
+		if req.Limit < 0 || req.Limit > engine.MaxListLimit {
+			return res, &engine.Error{Code: engine.CodeBadRequest, Field: "limit", Message: fmt.Sprintf("must be between 1 and %d, got %d", engine.MaxListLimit, req.Limit)}
+		}
+	} else {
+		var err error
+		if res, err = f.b.eng.List(now, ns, queue, req); err != nil || res.NextCursor != "" {
+			return res, err
+		}
+	}
+	if !f.on || !farMayMatch(req.Filter) || f.b.eng.FarCount(ns, queue) == 0 {
+		return res, nil
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = engine.DefaultListLimit
+	}
+	q := ns + "\x00" + queue
+	holds := func(bk *farBucket) bool { return bk.start >= from && bk.state != bucketDone && bk.byQ[q] > 0 }
+	buckets := f.sorted()
+	for _, bk := range buckets {
+		if !holds(bk) {
+			continue
+		}
+		if len(res.Jobs) >= limit {
+			// the page ended with the bucket before: continue at this one
+			res.NextCursor = farCursor + strconv.FormatInt(bk.start, 10) + ".0"
+			return res, nil
+		}
+		recs, err := f.readAll(bk, func(r *engine.Record) bool {
+			return r.Job.Queue == queue && r.Job.NS == ns && hasTags(r.Job.Tags, req.Filter.Tags)
+		})
+		if err != nil {
+			return res, farUnavailable(err)
+		}
+		n := 0
+		if bk.start == from {
+			n = min(skip, len(recs))
+		}
+		for ; n < len(recs) && len(res.Jobs) < limit; n++ {
+			res.Jobs = append(res.Jobs, engine.ImageJob(&recs[n]))
+		}
+		if n < len(recs) {
+			res.NextCursor = farCursor + strconv.FormatInt(bk.start, 10) + "." + strconv.Itoa(n)
+			return res, nil
+		}
+	}
+	return res, nil
 }

@@ -697,3 +697,64 @@ func TestFarPayloadSegmentKeptForTheOlderSnapshot(t *testing.T) {
 		t.Fatalf("job after recovery from the older snapshot: %+v %v", j, err)
 	}
 }
+
+func TestFarJobsListed(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	ctx := context.Background()
+	want := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		id := fmt.Sprintf("near%d", i)
+		putAt(t, b, "q", engine.PutRequest{ID: id, Tags: map[string]string{"k": fmt.Sprint(i % 2)}}, farT0.Add(time.Minute))
+		want[id] = true
+	}
+	for i := 0; i < 25; i++ { // three buckets
+		id := fmt.Sprintf("far%02d", i)
+		putAt(t, b, "q", engine.PutRequest{ID: id, Tags: map[string]string{"k": fmt.Sprint(i % 2)}}, farT0.Add(3*time.Hour+time.Duration(i%3)*time.Hour))
+		want[id] = true
+	}
+	if f := farJobs(t, b); f != 25 {
+		t.Fatalf("%d far jobs", f)
+	}
+	list := func(f engine.Filter) map[string]bool {
+		got := map[string]bool{}
+		cursor := ""
+		for pages := 0; pages < 20; pages++ {
+			res, err := b.List(ctx, "default", "q", engine.ListRequest{Filter: f, Limit: 4, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Jobs) > 4 {
+				t.Fatalf("page of %d jobs", len(res.Jobs))
+			}
+			for _, j := range res.Jobs {
+				if got[j.ID] {
+					t.Fatalf("%s listed twice", j.ID)
+				}
+				if string(j.Data) != "payload of "+j.ID || j.State != engine.StateDelayed {
+					t.Fatalf("listed %+v", j)
+				}
+				got[j.ID] = true
+			}
+			if cursor = res.NextCursor; cursor == "" {
+				return got
+			}
+		}
+		t.Fatal("listing does not end")
+		return nil
+	}
+	if got := list(engine.Filter{}); len(got) != 30 {
+		t.Fatalf("listed %d of 30: %v", len(got), got)
+	}
+	if got := list(engine.Filter{Tags: map[string]string{"k": "1"}}); len(got) != 2+12 {
+		t.Fatalf("listed %d with the tag, want 14", len(got))
+	}
+	if got := list(engine.Filter{States: []engine.State{engine.StateReady}}); len(got) != 0 {
+		t.Fatalf("ready listing shows %v", got)
+	}
+	if _, err := b.List(ctx, "default", "q", engine.ListRequest{Cursor: "far.x.1"}); engine.CodeOf(err) != engine.CodeBadRequest {
+		t.Fatalf("bad far cursor: %v", err)
+	}
+}
