@@ -214,7 +214,7 @@ func (b *Broker) DeleteQueue(ctx context.Context, ns, q string) error {
 // Put enqueues a job.
 func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error) {
 	return call(b, ctx, func(now time.Time) (engine.PutResult, error) {
-		if err := b.far.bring(now, ns, q, req.ID); err != nil {
+		if err := b.far.bringPut(now, ns, q, &req); err != nil {
 			return engine.PutResult{}, err
 		}
 		return b.eng.Put(now, ns, q, req)
@@ -225,7 +225,7 @@ func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (
 func (b *Broker) PutBatch(ctx context.Context, ns, q string, reqs []engine.PutRequest) ([]engine.PutResult, error) {
 	return call(b, ctx, func(now time.Time) ([]engine.PutResult, error) {
 		for i := range reqs {
-			if err := b.far.bring(now, ns, q, reqs[i].ID); err != nil {
+			if err := b.far.bringPut(now, ns, q, &reqs[i]); err != nil {
 				return nil, err
 			}
 		}

@@ -1021,3 +1021,18 @@ func (f *farStore) list(now time.Time, ns, queue string, req engine.ListRequest)
 	}
 	return res, nil
 }
+
+// bringPut takes back the far job a put may be a duplicate of: the job with
+// its client id, or the one its idempotency key names.
+func (f *farStore) bringPut(now time.Time, ns, queue string, req *engine.PutRequest) error {
+	if !f.on || len(f.buckets) == 0 {
+		return nil
+	}
+	if err := f.bring(now, ns, queue, req.ID); err != nil {
+		return err
+	}
+	if id, ok := f.b.eng.IdempotentID(ns, queue, req.IdempotencyKey); ok {
+		return f.bring(now, ns, queue, id)
+	}
+	return nil
+}

@@ -202,6 +202,19 @@ func TestFarJobsFoundByIDTagSeqAndUpdate(t *testing.T) {
 	if err != nil || !r.Duplicate {
 		t.Fatalf("put of a far job's id: %+v %v", r, err)
 	}
+	// and so is a repeated idempotency key of a far job
+	r, err = b.Put(ctx, "default", "q", engine.PutRequest{Payload: []byte("x"), At: &far, IdempotencyKey: "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	memJobs(t, b) // the loop turn after the put hands it out
+	r2, err := b.Put(ctx, "default", "q", engine.PutRequest{Payload: []byte("x"), At: &far, IdempotencyKey: "once"})
+	if err != nil || !r2.Duplicate || r2.ID != r.ID || r2.State != engine.StateDelayed {
+		t.Fatalf("repeated idempotency key of a far job: %+v %v", r2, err)
+	}
+	if err := b.Cancel(ctx, "default", "q", r.ID, ""); err != nil {
+		t.Fatal(err)
+	}
 	// cancel by id
 	if err := b.Cancel(ctx, "default", "q", "a1", ""); err != nil {
 		t.Fatal(err)

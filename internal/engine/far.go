@@ -273,3 +273,17 @@ func ImageJob(r *Record) Job {
 	}
 	return j
 }
+
+// IdempotentID is the id of the job an idempotency key of a queue names
+// while it is remembered (so the broker can take that job back before a put
+// that repeats the key).
+func (e *Engine) IdempotentID(ns, queue, key string) (string, bool) {
+	if key == "" {
+		return "", false
+	}
+	ie, ok := e.idem[idemMapKey(ns, queue, key)]
+	if !ok || ie.expire <= e.now {
+		return "", false
+	}
+	return ie.id, true
+}
