@@ -424,25 +424,26 @@ func TestFarBucketDamageRefusedWithFileAndOffset(t *testing.T) {
 		name   string
 		damage func(t *testing.T, path string)
 		want   string
+		kept   int // far jobs a forced recovery keeps: those in whole blocks before the damage
 	}{
 		{"torn", func(t *testing.T, path string) {
 			st, _ := os.Stat(path)
 			if err := os.Truncate(path, st.Size()-5); err != nil {
 				t.Fatal(err)
 			}
-		}, "the snapshot covers"},
+		}, "the snapshot covers", 19},
 		{"bitflip", func(t *testing.T, path string) {
 			data, _ := os.ReadFile(path)
 			data[len(data)-10] ^= 0x40
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, "checksum mismatch"},
+		}, "checksum mismatch", 19},
 		{"deleted", func(t *testing.T, path string) {
 			if err := os.Remove(path); err != nil {
 				t.Fatal(err)
 			}
-		}, "missing"},
+		}, "missing", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -466,8 +467,8 @@ func TestFarBucketDamageRefusedWithFileAndOffset(t *testing.T) {
 			if _, err := b.Peek(context.Background(), "default", "q", "near"); err != nil {
 				t.Fatal(err)
 			}
-			if f := farJobs(t, b); f >= 20 {
-				t.Fatalf("%d far jobs after skipping damage", f)
+			if f := farJobs(t, b); f != c.kept {
+				t.Fatalf("%d far jobs after skipping damage, want %d (one block per put)", f, c.kept)
 			}
 		})
 	}

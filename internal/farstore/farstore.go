@@ -274,9 +274,11 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 	if size < 0 {
 		size = st.Size()
 	}
-	if st.Size() < size {
-		return &DamageError{File: path, Offset: st.Size(), Reason: fmt.Sprintf("file ends at %d bytes, the snapshot covers %d", st.Size(), size)}
-	}
+	// a file shorter than the size a snapshot recorded is read as far as
+	// it goes, so the damage is reported at the first block it cuts (and
+	// a forced recovery keeps every whole block before it)
+	want := size
+	size = min(size, st.Size())
 	if size < HeaderSize {
 		return &DamageError{File: path, Offset: 0, Reason: fmt.Sprintf("%d bytes is shorter than the header", size)}
 	}
@@ -296,7 +298,7 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 	var buf []byte
 	for off < size {
 		if size-off < blockHeaderSize {
-			return &DamageError{File: path, Offset: off, Reason: "torn block header"}
+			return &DamageError{File: path, Offset: off, Reason: fmt.Sprintf("torn block header: the file ends at %d bytes, the snapshot covers %d", size, want)}
 		}
 		if _, err := r.ReadAt(bh[:], off); err != nil {
 			return fmt.Errorf("farstore: read %s at %d: %w", path, off, err)
@@ -304,7 +306,11 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 		length := binary.LittleEndian.Uint32(bh[0:])
 		count := binary.LittleEndian.Uint32(bh[4:])
 		if length > MaxBlock || int64(length) > size-off-blockHeaderSize {
-			return &DamageError{File: path, Offset: off, Reason: fmt.Sprintf("block length %d runs past the end (%d bytes)", length, size)}
+			reason := fmt.Sprintf("block length %d runs past the end (%d bytes)", length, size)
+			if want > size {
+				reason = fmt.Sprintf("torn block: the file ends at %d bytes, the snapshot covers %d", size, want)
+			}
+			return &DamageError{File: path, Offset: off, Reason: reason}
 		}
 		if cap(buf) < int(length) {
 			buf = make([]byte, length)
@@ -331,6 +337,9 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 			return &DamageError{File: path, Offset: off, Reason: "trailing bytes in block"}
 		}
 		off += blockHeaderSize + int64(length)
+	}
+	if want > size {
+		return &DamageError{File: path, Offset: size, Reason: fmt.Sprintf("file ends at %d bytes, the snapshot covers %d", size, want)}
 	}
 	return nil
 }
