@@ -17,6 +17,7 @@ import (
 
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/farstore"
+	"github.com/chronoq/chronoq/internal/wal"
 )
 
 // The far-future store (docs/architecture.md): delayed jobs due beyond
@@ -97,6 +98,10 @@ type farStore struct {
 	// within the lead time, so a turn need not look at every bucket
 	nextLoad int64
 
+	// frames logged this turn: a turn's hand-outs are mostly its own puts,
+	// whose payloads are read a frame at a time (readPayloads)
+	frames []wal.Position
+	lens   []uint32
 	// recovery: jobs replay took back in, by bucket
 	replayed map[int64]map[string]struct{}
 	// The log segments holding payloads of handed-out jobs are kept
@@ -394,6 +399,7 @@ func (f *farStore) bucket(start int64, create bool) *farBucket {
 // payloads it reads are in the log file; jobs leave memory only once their
 // items are written.
 func (f *farStore) handOut(now time.Time) {
+	defer func() { f.frames, f.lens = f.frames[:0], f.lens[:0] }()
 	if !f.on || f.horizon <= 0 || f.b.snap.iter != nil || !f.b.eng.FarPending() || f.b.failed.Load() != nil {
 		return
 	}
@@ -445,47 +451,50 @@ func (f *farStore) handOut(now time.Time) {
 	f.releaseFiles()
 }
 
-// readPayloads reads the payloads of jobs from the log. Payloads put by one
-// batch lie in one log frame, whose checksum a read verifies whole, so
-// neighbours are read together (one read per frame, not per job); a run that
-// spans frames is split until each read lies in one.
+// noteFrame remembers a frame the sink logged this turn (its position and
+// body length).
+func (f *farStore) noteFrame(pos wal.Position, n int) {
+	if f.on && f.horizon > 0 {
+		f.frames = append(f.frames, wal.Position{Segment: pos.Segment, Offset: pos.Offset})
+		f.lens = append(f.lens[:len(f.frames)-1], uint32(n))
+	}
+}
+
+// readPayloads reads the payloads of jobs from the log. Those in a frame
+// logged this turn (a batch's puts share one) are cut from that frame, read
+// once with its checksum checked; any other is read on its own.
 func (f *farStore) readPayloads(jobs []engine.FarJob) ([][]byte, bool) {
 	out := make([][]byte, len(jobs))
-	idx := make([]int, 0, len(jobs))
+	bodies := map[int][]byte{}
 	for i := range jobs {
-		if jobs[i].Payload.Len > 0 {
-			idx = append(idx, i)
+		p := jobs[i].Payload
+		if p.Len == 0 {
+			continue
 		}
-	}
-	sort.Slice(idx, func(a, b int) bool {
-		x, y := jobs[idx[a]].Payload, jobs[idx[b]].Payload
-		return x.Segment < y.Segment || x.Segment == y.Segment && x.Offset < y.Offset
-	})
-	var read func(run []int) error
-	read = func(run []int) error {
-		first, last := jobs[run[0]].Payload, jobs[run[len(run)-1]].Payload
-		end := last.Offset + last.Len
-		if first.Segment == last.Segment {
-			if buf, err := f.b.log.ReadAt(first.Segment, first.Offset, end-first.Offset); err == nil {
-				for _, i := range run {
-					p := jobs[i].Payload
-					out[i] = buf[p.Offset-first.Offset : p.Offset-first.Offset+p.Len]
+		k := sort.Search(len(f.frames), func(k int) bool {
+			fr := f.frames[k]
+			return fr.Segment > p.Segment || fr.Segment == p.Segment && fr.Offset+wal.FrameHeaderSize+f.lens[k] > p.Offset
+		})
+		if k < len(f.frames) && f.frames[k].Segment == p.Segment && f.frames[k].Offset+wal.FrameHeaderSize <= p.Offset {
+			body, ok := bodies[k]
+			if !ok {
+				var err error
+				if body, err = f.b.log.ReadFrame(f.frames[k]); err != nil || uint32(len(body)) != f.lens[k] {
+					body = nil
 				}
-				return nil
-			} else if len(run) == 1 {
-				return err
+				bodies[k] = body
+			}
+			if at := p.Offset - f.frames[k].Offset - wal.FrameHeaderSize; body != nil && at+p.Len <= uint32(len(body)) {
+				out[i] = body[at : at+p.Len]
+				continue
 			}
 		}
-		if err := read(run[:len(run)/2]); err != nil {
-			return err
-		}
-		return read(run[len(run)/2:])
-	}
-	if len(idx) > 0 {
-		if err := read(idx); err != nil {
+		data, err := f.b.log.ReadAt(p.Segment, p.Offset, p.Len)
+		if err != nil {
 			f.b.lg.Error("far-future store: cannot read payloads to hand jobs out; they stay in memory", "err", err)
 			return nil, false
 		}
+		out[i] = data
 	}
 	return out, true
 }
