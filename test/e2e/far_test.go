@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,7 +57,10 @@ func TestFarJobsSurviveKill(t *testing.T) {
 		}
 		return fmt.Sprintf("%dm", 10+r.IntN(600))
 	}
-	load := func(s *server, stop <-chan struct{}, r *rand.Rand) {
+	// each worker changes only its own jobs, so answers to one job's
+	// changes arrive in the order the server applied them
+	load := func(s *server, stop <-chan struct{}, r *rand.Rand, w int) {
+		prefix := fmt.Sprintf("w%d-", w)
 		for {
 			select {
 			case <-stop:
@@ -66,10 +70,12 @@ func TestFarJobsSurviveKill(t *testing.T) {
 			mu.Lock()
 			var pick string
 			for id := range live {
-				pick = id
-				break
+				if strings.HasPrefix(id, prefix) {
+					pick = id
+					break
+				}
 			}
-			id := fmt.Sprintf("j%d", next)
+			id := fmt.Sprintf("%sj%d", prefix, next)
 			next++
 			mu.Unlock()
 			switch k := r.IntN(10); {
@@ -114,7 +120,7 @@ func TestFarJobsSurviveKill(t *testing.T) {
 		for w := 0; w < 4; w++ {
 			wg.Add(1)
 			r := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
-			go func() { defer wg.Done(); load(s.quiet(), stop, r) }()
+			go func() { defer wg.Done(); load(s.quiet(), stop, r, w) }()
 		}
 		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
 		s.kill()
