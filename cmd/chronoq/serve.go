@@ -30,6 +30,7 @@ type serveConfig struct {
 	maxConnections  int
 	forceRecovery   bool
 	maxJobs         uint64
+	farHorizon      time.Duration
 	segmentSize     int64
 	logFormat       string
 	metricsQueues   int
@@ -63,6 +64,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.Int64Var(&c.maxPayload, "max-payload", d.MaxPayload, "largest payload a put may carry, in bytes (hard max 64 MiB)")
 	fs.IntVar(&c.maxConnections, "max-connections", d.MaxConnections, "most simultaneous connections per listener")
 	fs.BoolVar(&c.forceRecovery, "force-recovery", false, "start despite log corruption before its tail, skipping (and counting) damaged records")
+	fs.DurationVar(&c.farHorizon, "far-horizon", 0, "keep delayed jobs due further ahead than this in bucket files on disk instead of memory (at least 1s; 0: off)")
 	fs.Uint64Var(&c.maxJobs, "max-jobs", 0, "most jobs this node holds in any state; a put beyond is refused (queue_full) instead of exhausting memory; 0: no limit")
 	fs.Int64Var(&c.segmentSize, "segment-size", d.SegmentSize, "log segment size in bytes")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log output: text or json")
@@ -162,7 +164,7 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 	cfg := server.Config{
 		DataDir: c.data, HTTPAddr: c.httpAddr, AdminAddr: c.adminAddr, BeanstalkAddr: c.beanstalkAddr,
 		BeanstalkPublic: c.beanstalkPublic, SyncInterval: c.syncInterval, SegmentSize: c.segmentSize,
-		ForceRecovery: c.forceRecovery, AdminToken: c.adminToken, MaxPayload: c.maxPayload, MaxJobs: c.maxJobs,
+		ForceRecovery: c.forceRecovery, AdminToken: c.adminToken, MaxPayload: c.maxPayload, MaxJobs: c.maxJobs, FarHorizon: c.farHorizon,
 		MaxConnections: c.maxConnections, MetricsMaxQueues: c.metricsQueues, ConnectRate: c.connectRate, PubWriteInterval: c.pubInterval,
 		JWT:    rtws.JWTOptions{HMACSecret: []byte(c.jwtSecret), Issuer: c.jwtIssuer, Audience: c.jwtAudience},
 		Logger: lg, TLS: c.tls,

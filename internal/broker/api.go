@@ -192,23 +192,45 @@ func (b *Broker) PauseFor(ctx context.Context, ns, q string, d time.Duration) (e
 
 // PurgeQueue deletes every job of a queue.
 func (b *Broker) PurgeQueue(ctx context.Context, ns, q string) (int, error) {
-	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.PurgeQueue(now, ns, q) })
+	return call(b, ctx, func(now time.Time) (int, error) {
+		if err := b.far.bringQueue(now, ns, q, nil); err != nil {
+			return 0, err
+		}
+		return b.eng.PurgeQueue(now, ns, q)
+	})
 }
 
 // DeleteQueue deletes a queue.
 func (b *Broker) DeleteQueue(ctx context.Context, ns, q string) error {
-	_, err := call(b, ctx, func(now time.Time) (struct{}, error) { return struct{}{}, b.eng.DeleteQueue(now, ns, q) })
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) {
+		if err := b.far.bringQueue(now, ns, q, nil); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, b.eng.DeleteQueue(now, ns, q)
+	})
 	return err
 }
 
 // Put enqueues a job.
 func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error) {
-	return call(b, ctx, func(now time.Time) (engine.PutResult, error) { return b.eng.Put(now, ns, q, req) })
+	return call(b, ctx, func(now time.Time) (engine.PutResult, error) {
+		if err := b.far.bringPut(now, ns, q, &req); err != nil {
+			return engine.PutResult{}, err
+		}
+		return b.eng.Put(now, ns, q, req)
+	})
 }
 
 // PutBatch enqueues jobs atomically.
 func (b *Broker) PutBatch(ctx context.Context, ns, q string, reqs []engine.PutRequest) ([]engine.PutResult, error) {
-	return call(b, ctx, func(now time.Time) ([]engine.PutResult, error) { return b.eng.PutBatch(now, ns, q, reqs) })
+	return call(b, ctx, func(now time.Time) ([]engine.PutResult, error) {
+		for i := range reqs {
+			if err := b.far.bringPut(now, ns, q, &reqs[i]); err != nil {
+				return nil, err
+			}
+		}
+		return b.eng.PutBatch(now, ns, q, reqs)
+	})
 }
 
 // Take reserves jobs, waiting up to wait for at least one.
@@ -313,12 +335,17 @@ func (b *Broker) Bury(ctx context.Context, ns, q, id string, req engine.BuryRequ
 
 // Peek returns a job without changing it.
 func (b *Broker) Peek(ctx context.Context, ns, q, id string) (engine.Job, error) {
-	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Peek(now, ns, q, id) })
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) {
+		if err := b.far.bring(now, ns, q, id); err != nil {
+			return engine.Job{}, err
+		}
+		return b.eng.Peek(now, ns, q, id)
+	})
 }
 
 // List pages through jobs.
 func (b *Broker) List(ctx context.Context, ns, q string, req engine.ListRequest) (engine.ListResult, error) {
-	res, err := call(b, ctx, func(now time.Time) (engine.ListResult, error) { return b.eng.List(now, ns, q, req) })
+	res, err := call(b, ctx, func(now time.Time) (engine.ListResult, error) { return b.far.list(now, ns, q, req) })
 	if err != nil {
 		return res, err
 	}
@@ -327,18 +354,35 @@ func (b *Broker) List(ctx context.Context, ns, q string, req engine.ListRequest)
 
 // Update patches a job.
 func (b *Broker) Update(ctx context.Context, ns, q, id string, req engine.UpdateRequest) (engine.Job, error) {
-	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.Update(now, ns, q, id, req) })
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) {
+		if err := b.far.bring(now, ns, q, id); err != nil {
+			return engine.Job{}, err
+		}
+		return b.eng.Update(now, ns, q, id, req)
+	})
 }
 
 // Cancel deletes a job.
 func (b *Broker) Cancel(ctx context.Context, ns, q, id, receipt string) error {
-	_, err := call(b, ctx, func(now time.Time) (struct{}, error) { return struct{}{}, b.eng.Cancel(now, ns, q, id, receipt) })
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) {
+		if err := b.far.bring(now, ns, q, id); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, b.eng.Cancel(now, ns, q, id, receipt)
+	})
 	return err
 }
 
 // CancelByFilter deletes matching jobs.
 func (b *Broker) CancelByFilter(ctx context.Context, ns, q string, f engine.Filter) (int, error) {
-	return call(b, ctx, func(now time.Time) (int, error) { return b.eng.CancelByFilter(now, ns, q, f) })
+	return call(b, ctx, func(now time.Time) (int, error) {
+		if farMayMatch(f) {
+			if err := b.far.bringQueue(now, ns, q, f.Tags); err != nil {
+				return 0, err
+			}
+		}
+		return b.eng.CancelByFilter(now, ns, q, f)
+	})
 }
 
 // Respawn brings dead jobs back.
@@ -401,6 +445,9 @@ func (b *Broker) Call(ctx context.Context, ns, q string, req engine.PutRequest, 
 // fill reads payload and result bytes for jobs leaving the server.
 func (b *Broker) fill(jobs []engine.Job) error {
 	for i := range jobs {
+		if jobs[i].Data != nil {
+			continue // a far job, listed with its payload from its bucket (far.go)
+		}
 		if err := b.fillJob(&jobs[i]); err != nil {
 			return err
 		}

@@ -109,6 +109,9 @@ func (b *Broker) Backup(ctx context.Context) (*BackupSet, error) {
 	}
 	w := backupWaiter{id: id, res: make(chan backupResult, 1)}
 	_, err := b.do(ctx, func(time.Time) (any, error) {
+		if err := b.far.refuseBackup(); err != nil {
+			return nil, err
+		}
 		if segs := b.log.Segments(); len(segs) > 0 {
 			bk.mu.Lock()
 			bk.pins[id] = segs[0].Number

@@ -45,6 +45,9 @@ type Options struct {
 	// Cluster, when set, makes the broker a raft member (cluster.go);
 	// nil is the single-node mode, with no raft in its path.
 	Cluster *ClusterOptions
+	// FarHorizon moves delayed jobs due further ahead than this out of
+	// memory into bucket files (far.go); 0: off.
+	FarHorizon time.Duration
 }
 
 // Observer receives the broker's measurements.
@@ -89,6 +92,7 @@ type Broker struct {
 	snap     snapshotter
 	compact  compactor
 	chans    channels
+	far      farStore
 
 	skipFinalSnapshot bool // tests: close like a crash would, leaving a log tail
 
@@ -273,11 +277,13 @@ func (b *Broker) loop() {
 		}
 		answered := b.waiters.serve(b, now)
 		b.queueEvents(now)
+		b.far.step(now)
 		b.snap.step(b)
 		if b.snap.idle() {
 			b.compact.step(b)
 		}
 		b.commit(batch, answered)
+		b.far.handOut(now)
 		b.resetTimer(timer, now)
 	}
 }
@@ -461,6 +467,9 @@ func (b *Broker) resetTimer(t *time.Timer, now time.Time) {
 	if d, ok := b.snap.nextDue(); ok && d.Before(next) {
 		next = d
 	}
+	if d, ok := b.far.nextDue(now); ok && d.Before(next) {
+		next = d
+	}
 	if b.compact.busy() {
 		next = now.Add(time.Millisecond)
 	}
@@ -486,6 +495,7 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	<-b.done
+	b.far.close()
 	var errs []error
 	if err := b.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("broker: close log: %w", err))

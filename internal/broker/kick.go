@@ -17,6 +17,11 @@ func (b *Broker) KickBounded(ctx context.Context, ns, q string, n int) (int, err
 
 // KickJob moves one dead or delayed job to ready.
 func (b *Broker) KickJob(ctx context.Context, ns, q, id string) error {
-	_, err := call(b, ctx, func(now time.Time) (struct{}, error) { return struct{}{}, b.eng.KickJob(now, ns, q, id) })
+	_, err := call(b, ctx, func(now time.Time) (struct{}, error) {
+		if err := b.far.bring(now, ns, q, id); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, b.eng.KickJob(now, ns, q, id)
+	})
 	return err
 }

@@ -18,6 +18,9 @@ import (
 // is idempotent and clients retry it.
 func (b *Broker) RemoveJob(ctx context.Context, ns, q, id string) error {
 	_, err := call(b, ctx, func(now time.Time) (struct{}, error) {
+		if err := b.far.bring(now, ns, q, id); err != nil {
+			return struct{}{}, err
+		}
 		_, err := b.eng.Ack(now, ns, q, id, engine.AckRequest{AnyReceipt: true})
 		if engine.CodeOf(err) == engine.CodeConflict {
 			err = b.eng.Cancel(now, ns, q, id, "")
@@ -37,6 +40,9 @@ func (b *Broker) RemoveJob(ctx context.Context, ns, q, id string) error {
 // old job where it was instead of losing it.
 func (b *Broker) ReplaceJob(ctx context.Context, ns, q, old string, req engine.PutRequest) (string, error) {
 	return call(b, ctx, func(now time.Time) (string, error) {
+		if err := b.far.bring(now, ns, q, old); err != nil {
+			return "", err
+		}
 		res, err := b.eng.Ack(now, ns, q, old, engine.AckRequest{AnyReceipt: true, Next: &engine.NextPut{Queue: q, Put: req}})
 		if err == nil {
 			return res.NextID, nil

@@ -13,12 +13,29 @@ import (
 
 // JobBySeq finds a job of ns by its sequence number (beanstalkd id).
 func (b *Broker) JobBySeq(ctx context.Context, ns string, seq uint64) (engine.Job, error) {
-	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.JobBySeq(now, ns, seq) })
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) {
+		if err := b.far.bringSeq(now, ns, seq); err != nil {
+			return engine.Job{}, err
+		}
+		return b.eng.JobBySeq(now, ns, seq)
+	})
 }
 
 // PeekState returns the head job of one state of a queue.
 func (b *Broker) PeekState(ctx context.Context, ns, q string, state engine.State) (engine.Job, error) {
-	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.PeekState(now, ns, q, state) })
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) {
+		j, err := b.eng.PeekState(now, ns, q, state)
+		if state == engine.StateDelayed && engine.CodeOf(err) == engine.CodeJobNotFound {
+			// every delayed job of the queue may be far: the earliest
+			// bucket holding one of its jobs holds the soonest
+			if n, ferr := b.far.bringEarliest(now, ns, q); ferr != nil {
+				return j, ferr
+			} else if n > 0 {
+				j, err = b.eng.PeekState(now, ns, q, state)
+			}
+		}
+		return j, err
+	})
 }
 
 // UrgentReady counts ready jobs with priority below threshold.

@@ -35,15 +35,17 @@ func (b *Broker) recover() error {
 	var from wal.Position
 	b.eng = engine.New(engine.Options{})
 	loaded := ""
+	var farManifest []byte
 	for _, s := range snaps {
-		eng, _, err := loadSnapshot(s.Path)
+		eng, _, far, err := loadSnapshotFar(s.Path)
 		if err != nil {
 			b.lg.Warn("snapshot unusable, trying an older one", "file", s.Path, "err", err)
 			continue
 		}
-		b.eng, from, loaded = eng, s.Pos, s.Path
+		b.eng, from, loaded, farManifest = eng, s.Pos, s.Path, far
 		break
 	}
+	b.far.init(b)
 	var decodeErr error
 	report, err := log.Replay(from, func(pos wal.Position, body []byte) error {
 		ent, err := engine.DecodeEntry(body, pos.Segment, pos.Offset+wal.FrameHeaderSize)
@@ -57,6 +59,7 @@ func (b *Broker) recover() error {
 			}
 			return decodeErr
 		}
+		b.far.replayRecord(ent)
 		b.eng.Apply(ent)
 		return nil
 	})
@@ -64,6 +67,11 @@ func (b *Broker) recover() error {
 		log.Close()
 		return fmt.Errorf("broker: recover: %w", err)
 	}
+	if err := b.far.recover(farManifest, loaded); err != nil {
+		log.Close()
+		return fmt.Errorf("broker: recover: %w", err)
+	}
+	b.eng.SetFarHorizon(b.opts.FarHorizon)
 	b.eng.Advance(b.now())
 	b.eng.SetMaxJobs(b.opts.MaxJobs)
 	b.snap.init(b, report)
@@ -183,11 +191,18 @@ func (b *Broker) onDamage(e *wal.DamageError) {
 }
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
+	eng, pos, _, err := loadSnapshotFar(path)
+	return eng, pos, err
+}
+
+// loadSnapshotFar is loadSnapshot that also returns the far store's
+// manifest item (far.go), nil when the snapshot has none.
+func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) {
 	// Read once: a damaged block fails Next, and the engine built so far
 	// is thrown away (recover then tries an older snapshot).
 	r, err := snapshot.OpenStream(path)
 	if err != nil {
-		return nil, wal.Position{}, err
+		return nil, wal.Position{}, nil, err
 	}
 	defer r.Close()
 	// Reading and applying overlap: one goroutine reads (and checks) the
@@ -197,6 +212,7 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 	type decoded struct {
 		ent   *engine.Entry
 		chunk []byte
+		far   []byte // the far store's manifest
 		where string // block and offset of a chunk, for errors
 		err   error
 	}
@@ -220,6 +236,8 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 			switch {
 			case err != nil:
 				d.err = err
+			case isFarManifest(item):
+				d.far = bytes.Clone(item)
 			case engine.IsChunk(item):
 				d.chunk = bytes.Clone(item) // the reader reuses its buffer
 				blk, off := r.Where()
@@ -247,17 +265,22 @@ func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 		limit = int(min(st.Size()/minJobRecord, 1<<32-2))
 	}
 	eng := engine.New(engine.Options{ReserveLimit: limit})
+	var far []byte
 	for d := range ch {
 		if d.err != nil {
-			return nil, wal.Position{}, d.err
+			return nil, wal.Position{}, nil, d.err
+		}
+		if d.far != nil {
+			far = d.far
+			continue
 		}
 		if d.chunk != nil {
 			if err := eng.LoadItem(d.chunk); err != nil {
-				return nil, wal.Position{}, fmt.Errorf("snapshot %s: %s: %w", path, d.where, err)
+				return nil, wal.Position{}, nil, fmt.Errorf("snapshot %s: %s: %w", path, d.where, err)
 			}
 			continue
 		}
 		eng.Apply(d.ent)
 	}
-	return eng, r.Pos(), nil
+	return eng, r.Pos(), far, nil
 }

@@ -22,7 +22,12 @@ func (b *Broker) TakeBest(ctx context.Context, ns string, queues []string) ([]en
 
 // ReserveJob reserves one particular job.
 func (b *Broker) ReserveJob(ctx context.Context, ns, q, id string, ttr *time.Duration) (engine.Job, error) {
-	return callJob(b, ctx, func(now time.Time) (engine.Job, error) { return b.eng.ReserveJob(now, ns, q, id, ttr) })
+	return callJob(b, ctx, func(now time.Time) (engine.Job, error) {
+		if err := b.far.bring(now, ns, q, id); err != nil {
+			return engine.Job{}, err
+		}
+		return b.eng.ReserveJob(now, ns, q, id, ttr)
+	})
 }
 
 // Release gives a reservation back in beanstalkd's ready order.

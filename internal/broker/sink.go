@@ -35,6 +35,7 @@ func (s *logSink) Append(ent *engine.Entry) error {
 		return unavailable("log append failed: %v", err)
 	}
 	ent.Locate(pos.Segment, pos.Offset+wal.FrameHeaderSize)
+	s.b.far.noteFrame(pos, len(s.buf))
 	s.pending = true
 	n := len(s.buf) + wal.FrameHeaderSize
 	s.written += int64(n)

@@ -107,6 +107,16 @@ func (s *snapshotter) begin(b *Broker) error {
 	if err != nil {
 		return err
 	}
+	if b.far.on { // the far store's bucket list and sizes come first (far.go)
+		m, err := b.far.manifest()
+		if err == nil {
+			err = w.Add(m)
+		}
+		if err != nil {
+			w.Abort()
+			return err
+		}
+	}
 	s.w, s.iter, s.started = w, b.eng.Snapshot(), b.now()
 	b.sink.written = 0
 	return nil
@@ -134,6 +144,7 @@ func (s *snapshotter) finish(b *Broker, err error) {
 		b.lg.Warn("snapshot: prune failed", "err", err)
 	}
 	s.dropSegments(b)
+	b.far.snapshotDone()
 }
 
 // dropSegments removes the longest run of oldest segments that the oldest
@@ -150,7 +161,7 @@ func (s *snapshotter) dropSegments(b *Broker) {
 	live := b.eng.LiveBytes()
 	upto := uint32(0)
 	for _, seg := range b.log.Segments() {
-		if seg.Number >= cover || live[seg.Number] > 0 {
+		if seg.Number >= cover || live[seg.Number] > 0 || b.far.pinned(seg.Number) {
 			break
 		}
 		upto = seg.Number + 1

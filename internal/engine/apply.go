@@ -59,7 +59,7 @@ func (e *Engine) applyRecord(r *Record) {
 		if q := e.lookupQueue(r.NS, r.Queue); q != nil {
 			e.purge(q)
 		}
-	case KindJob:
+	case KindJob, KindFarIn:
 		e.applyJob(&r.Job)
 	case KindJobDelete:
 		if q := e.lookupQueue(r.NS, r.Queue); q != nil {

@@ -141,6 +141,7 @@ type Engine struct {
 	// visited counts the jobs read by queue stats and listings, so tests
 	// can hold them to O(priorities) and O(page) at any queue size.
 	visited uint64
+	far     farState // far.go
 }
 
 // New returns an empty engine holding only the default namespace.

@@ -26,6 +26,7 @@ type model struct {
 	jobs map[string]*mjob // by queue/id
 	now  int64
 	seq  uint64
+	far  *fakeFar // jobs the engine handed out (far.go); nil: horizon off
 }
 
 func mk(q, id string) string { return q + "/" + id }
@@ -141,6 +142,12 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	f := newFixture(t)
 	m := &model{jobs: map[string]*mjob{}, now: ms(f.now)}
+	if seed%2 == 1 {
+		// a horizon small enough that puts, updates and time passing move
+		// jobs across it both ways
+		m.far = &fakeFar{items: map[string][]byte{}, at: map[string]int64{}}
+		f.e.SetFarHorizon(farTestHorizon)
+	}
 	queues := []string{"a", "b"}
 	keys := []string{"", "", "k1", "k2"}
 	pick := func() *mjob {
@@ -171,12 +178,16 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			req := PutRequest{Payload: []byte("p"), Priority: u32(uint32(rng.IntN(3))), Key: keys[rng.IntN(len(keys))],
 				Tries: u32(uint32(rng.IntN(3))), TTR: dur(time.Duration(1+rng.IntN(3)) * time.Second)}
 			delay := time.Duration(rng.IntN(3)) * 500 * time.Millisecond
+			if rng.IntN(4) == 0 {
+				delay = farTestHorizon + time.Duration(rng.IntN(4))*500*time.Millisecond
+			}
 			req.Delay = &delay
 			if rng.IntN(4) == 0 {
 				req.TTL = dur(delay + time.Duration(1+rng.IntN(4))*time.Second)
 			}
 			if rng.IntN(3) == 0 {
 				req.ID = fmt.Sprintf("c%d", rng.IntN(8))
+				m.far.bring(t, f, mk(q, req.ID))
 			}
 			r, err := f.e.Put(f.now, "default", q, req)
 			if err != nil {
@@ -279,6 +290,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				}
 				j.phase, j.attempt, j.expire, j.at = phasePending, 0, 0, max(j.at, m.now)
 			} else {
+				m.far.bring(t, f, mk(j.queue, j.id))
 				err := f.e.Cancel(f.now, "default", j.queue, j.id, "")
 				if (err == nil) == (j.phase == phaseReserved) {
 					t.Fatalf("step %d: cancel %s in phase %d: %v", step, j.id, j.phase, err)
@@ -288,9 +300,23 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				}
 			}
 			log = append(log, fmt.Sprintf("respawn/cancel %s", j.id))
+		case 7: // update the activation time of a pending job, across the horizon either way
+			j := pick()
+			if j == nil || j.phase != phasePending {
+				continue
+			}
+			m.far.bring(t, f, mk(j.queue, j.id))
+			d := []time.Duration{0, 500 * time.Millisecond, farTestHorizon + time.Second, farTestHorizon + 2*time.Second}[rng.IntN(4)]
+			if _, err := f.e.Update(f.now, "default", j.queue, j.id, UpdateRequest{Delay: &d}); err != nil {
+				t.Fatalf("step %d: update %s: %v", step, j.id, err)
+			}
+			j.at = m.now + d.Milliseconds()
+			log = append(log, fmt.Sprintf("update %s delay=%s", j.id, d))
 		default: // time passes
 			d := time.Duration(rng.IntN(1500)) * time.Millisecond
 			f.tick(d)
+			// buckets come back ahead of their window
+			m.far.load(t, f)
 			log = append(log, fmt.Sprintf("tick %s", d))
 		}
 		if step == steps/3 {
@@ -312,11 +338,24 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				chunks = nil
 			}
 		}
+		if snap == nil && chunks == nil {
+			m.far.out(f) // never during a snapshot walk (internal/broker/far.go)
+		}
 		m.advance(ms(f.now))
 		if err := f.e.checkInvariants(); err != nil {
 			t.Fatalf("step %d (%s): %v", step, log[len(log)-1], err)
 		}
 		m.check(t, f, step)
+	}
+	if m.far != nil {
+		if len(m.far.seen) == 0 {
+			t.Logf("seed %d: no job went far", seed)
+		}
+		// everything back in memory, so the live engine compares with the
+		// replays below (which never hand out)
+		for key := range m.far.items {
+			m.far.bring(t, f, key)
+		}
 	}
 	for snap != nil {
 		if ent := snap.Next(3); ent != nil {
@@ -416,7 +455,12 @@ func (m *model) check(t *testing.T, f *fixture, step int) {
 	}
 	perState := map[string]map[State]uint64{}
 	for _, j := range m.sorted() {
-		got := f.state(j.queue, j.id)
+		var got State
+		if _, far := m.far.has(mk(j.queue, j.id)); far {
+			got = StateDelayed
+		} else {
+			got = f.state(j.queue, j.id)
+		}
 		want := m.state(j)
 		if got != want {
 			for _, o := range m.sorted() {
@@ -470,5 +514,81 @@ func compareEngines(t *testing.T, a, b *Engine, now time.Time) {
 		if _, ok := da[k]; !ok {
 			t.Fatalf("replay has extra %s", k)
 		}
+	}
+}
+
+const farTestHorizon = 2 * time.Second
+
+// fakeFar is the far store in memory, doing what internal/broker/far.go
+// does with bucket files: it takes what FarOut hands out, brings a job back
+// before a command names it, and brings jobs back a lead time before they
+// are due.
+type fakeFar struct {
+	items map[string][]byte // queue/id → bucket item
+	at    map[string]int64
+	seen  map[string]bool // every job that went out once
+}
+
+func (ff *fakeFar) has(key string) ([]byte, bool) {
+	if ff == nil {
+		return nil, false
+	}
+	b, ok := ff.items[key]
+	return b, ok
+}
+
+func (ff *fakeFar) out(f *fixture) {
+	if ff == nil {
+		return
+	}
+	f.e.FarOut(f.now, 1000, func(fj *FarJob) bool {
+		var data []byte
+		if fj.Payload.Len > 0 {
+			data = slices.Clone(f.sink.blob(fj.Payload))
+		}
+		key := mk(fj.Queue, fj.ID)
+		ff.items[key] = fj.Encode(nil, data)
+		ff.at[key] = fj.At
+		if ff.seen == nil {
+			ff.seen = map[string]bool{}
+		}
+		ff.seen[key] = true
+		return true
+	})
+}
+
+func (ff *fakeFar) bring(t *testing.T, f *fixture, key string) {
+	t.Helper()
+	item, ok := ff.has(key)
+	if !ok {
+		return
+	}
+	ent, err := DecodeEntry(item, 0, 0)
+	if err != nil {
+		t.Fatalf("far item of %s: %v", key, err)
+	}
+	n, err := f.e.FarIn(f.now, 0, ent.Records)
+	if err != nil || n != 1 {
+		t.Fatalf("far in %s: %d %v", key, n, err)
+	}
+	f.e.AddFar("default", ent.Records[0].Job.Queue, -1)
+	delete(ff.items, key)
+	delete(ff.at, key)
+}
+
+// load brings back the jobs due within a lead time.
+func (ff *fakeFar) load(t *testing.T, f *fixture) {
+	if ff == nil {
+		return
+	}
+	keys := make([]string, 0, len(ff.at))
+	for key, at := range ff.at {
+		if at-ms(f.now) <= farTestHorizon.Milliseconds()/4 {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		ff.bring(t, f, key)
 	}
 }

@@ -107,6 +107,7 @@ func (e *Engine) placePending(q *queue, slot uint32) {
 	if j.atMS() > e.now {
 		e.setState(q, j, StateDelayed)
 		e.hpush(&e.delayed, slot)
+		e.noteFar(slot)
 		return
 	}
 	e.ripen(q, slot)

@@ -227,6 +227,7 @@ func (e *Engine) AllQueues(now time.Time) []QueueInfo {
 
 func (e *Engine) info(q *queue) QueueInfo {
 	qi := QueueInfo{Namespace: q.ns.name, Name: q.name, Config: q.cfg, Paused: q.paused, Counts: q.counts, CreatedAt: fromMS(q.created), Stats: q.stats}
+	e.farCounts(q, &qi.Counts)
 	if q.pausedUntil != 0 {
 		qi.PausedUntil = fromMS(q.pausedUntil)
 	}

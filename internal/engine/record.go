@@ -56,6 +56,7 @@ const (
 	KindIdem        Kind = 9 // idempotency key remembered until Expire
 	KindCounters    Kind = 10
 	KindPublication Kind = 11 // one publication of a durable channel (or its position only)
+	KindFarIn       Kind = 13 // job image brought back from a far-future bucket (far.go)
 )
 
 func (k Kind) String() string {
@@ -82,6 +83,8 @@ func (k Kind) String() string {
 		return "counters"
 	case KindPublication:
 		return "publication"
+	case KindFarIn:
+		return "far-in"
 	}
 	return fmt.Sprintf("kind(%d)", k)
 }
@@ -157,7 +160,8 @@ type Record struct {
 	QPausedUntil int64 // paused until then (unix ms); 0 = until resumed
 	QCreated     int64
 
-	Job JobImage // KindJob
+	Job       JobImage // KindJob, KindFarIn
+	FarBucket int64    // KindFarIn: the bucket the job came from (far.go)
 
 	ID string // KindJobDelete
 
@@ -227,7 +231,7 @@ func (ent *Entry) Locate(seg, bodyOff uint32) {
 		}
 	}
 	for i := range ent.Records {
-		if ent.Records[i].Kind == KindJob {
+		if k := ent.Records[i].Kind; k == KindJob || k == KindFarIn {
 			fix(&ent.Records[i].Job.Payload)
 			fix(&ent.Records[i].Job.Result)
 		}
@@ -303,7 +307,10 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 	case KindQueueDelete, KindQueuePurge:
 		dst = appendString(dst, r.NS)
 		dst = appendString(dst, r.Queue)
-	case KindJob:
+	case KindJob, KindFarIn:
+		if r.Kind == KindFarIn {
+			dst = binary.AppendVarint(dst, r.FarBucket)
+		}
 		j := &r.Job
 		dst = appendString(dst, j.NS)
 		dst = appendString(dst, j.Queue)
@@ -555,7 +562,10 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 	case KindQueueDelete, KindQueuePurge:
 		r.NS = d.str("namespace")
 		r.Queue = d.str("queue")
-	case KindJob:
+	case KindJob, KindFarIn:
+		if r.Kind == KindFarIn {
+			r.FarBucket = d.varint("far bucket")
+		}
 		j := &r.Job
 		j.NS = d.str("namespace")
 		j.Queue = d.str("queue")
@@ -647,7 +657,7 @@ func (ent *Entry) Describe() string {
 		r := &ent.Records[i]
 		s += " | " + r.Kind.String()
 		switch r.Kind {
-		case KindJob:
+		case KindJob, KindFarIn:
 			j := &r.Job
 			s += fmt.Sprintf(" %s/%s/%s seq=%d phase=%d at=%d attempt=%d", j.NS, j.Queue, j.ID, j.Seq, j.Phase, j.At, j.Attempt)
 			if j.Payload.Data != nil {

@@ -69,6 +69,10 @@ type Config struct {
 	// MaxJobs bounds the jobs the node holds; a put beyond is refused
 	// (queue_full) rather than running the process out of memory. 0: none.
 	MaxJobs uint64
+	// FarHorizon moves delayed jobs due further ahead than this out of
+	// memory, into bucket files under DataDir/far (docs/architecture.md,
+	// "The far-future store"). 0: off. Not with Cluster.
+	FarHorizon time.Duration
 
 	// AdminToken is required by the admin API and accepted by every
 	// namespace. It (or a namespace token) is what allows listening
@@ -228,7 +232,13 @@ func New(cfg Config) (s *Server, err error) {
 	var b *broker.Broker
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
 	s.hist = stats.New(0)
-	bopts := broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock, MaxJobs: cfg.MaxJobs}
+	bopts := broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock, MaxJobs: cfg.MaxJobs, FarHorizon: cfg.FarHorizon}
+	if cfg.FarHorizon < 0 || (cfg.FarHorizon > 0 && cfg.FarHorizon < time.Second) {
+		return nil, fmt.Errorf("far horizon %s: must be 0 (off) or at least 1s", cfg.FarHorizon)
+	}
+	if cfg.Cluster != nil && cfg.FarHorizon > 0 {
+		return nil, fmt.Errorf("far horizon %s: the far-future store is not available in a cluster", cfg.FarHorizon)
+	}
 	if cfg.Cluster != nil {
 		if s.cl, bopts.Cluster, err = newClusterPart(cfg, m); err != nil {
 			return nil, err

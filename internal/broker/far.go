@@ -1,0 +1,1047 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/farstore"
+	"github.com/chronoq/chronoq/internal/wal"
+)
+
+// The far-future store (docs/architecture.md): delayed jobs due beyond
+// Options.FarHorizon leave memory for bucket files (internal/farstore), one
+// per time bucket of half the horizon, and come back a quarter horizon
+// before their bucket's window opens. The loop owns everything here.
+//
+// Durability rests on three rules (docs/architecture.md explains why they
+// suffice):
+//
+//  1. Handing a job out is not logged, and happens only while no snapshot
+//     walk is running. A snapshot fsyncs every bucket when it begins and
+//     records each bucket's size in its first item (the manifest); a
+//     recovery cuts every bucket back to the size its snapshot recorded and
+//     deletes buckets it does not list. So a job handed out after the
+//     snapshot began is, after a crash, in the snapshot's memory part or
+//     put again by replay — never lost, never twice.
+//  2. Taking a job back is logged (a KindFarIn record with the payload
+//     inline, naming the bucket), and is followed by a tombstone in the
+//     bucket. Replay treats every KindFarIn as that tombstone, so a
+//     tombstone the crash lost is restored before the bucket is read.
+//  3. A command that names a job (by id or beanstalkd id), or all jobs of a
+//     queue (cancel by filter, purge, delete), first takes the far jobs it
+//     may touch back (bring*), so the engine applies it to a job in memory
+//     and logs it like any other; nothing ever changes a job in a bucket.
+
+const (
+	farItemJob  = 'J' // an encoded engine.Entry: one KindJob image, payload inline
+	farItemTomb = 'T' // ns \x00 queue \x00 id: the job left the bucket
+
+	farManifestMagic   = 0xFA
+	farManifestVersion = 1
+)
+
+// farOutPerTurn bounds the jobs one loop turn hands out (a variable so tests
+// can leave a backlog across turns and snapshot walks).
+var farOutPerTurn = 4096
+
+type bucketState uint8
+
+const (
+	bucketOpen    bucketState = iota // takes new jobs
+	bucketLoading                    // its window is near: being taken back in
+	bucketDone                       // every job is back in memory
+)
+
+type farBucket struct {
+	start int64 // unix ms
+	file  *farstore.File
+	state bucketState
+	jobs  int // jobs in the bucket, tombstoned ones not counted
+	ids   farstore.Filter
+	seqs  farstore.Filter
+	gone  map[string]struct{}
+	byQ   map[string]int // ns \x00 queue → jobs
+	// snapshots finished since the bucket was done: its file goes once
+	// no kept snapshot lists it
+	doneSnaps int
+	pending   [][]byte // items to append at the end of the turn
+}
+
+type farPins struct {
+	bytes map[uint32]int64 // segment → bytes
+	need  int              // snapshots still to finish
+}
+
+type farStore struct {
+	b       *Broker
+	on      bool
+	dir     string
+	horizon time.Duration
+	width   int64 // ms
+	lead    int64 // ms
+	seed    maphash.Seed
+	buckets map[int64]*farBucket
+	dirty   []*farBucket
+	// nextLoad is the earliest time (unix ms) an open bucket's window is
+	// within the lead time, so a turn need not look at every bucket
+	nextLoad int64
+
+	// frames logged this turn: a turn's hand-outs are mostly its own puts,
+	// whose payloads are read a frame at a time (readPayloads)
+	frames []wal.Position
+	lens   []uint32
+	// recovery: jobs replay took back in, by bucket
+	replayed map[int64]map[string]struct{}
+	// The log segments holding payloads of handed-out jobs are kept
+	// (pinned) until both kept snapshots began after the hand-out: a
+	// recovery from the older one must still find the payloads in the log.
+	pinCur map[uint32]int64
+	pinQ   []farPins
+	// SkippedBytes counts bucket bytes --force-recovery gave up on.
+	skippedBytes int64
+	skippedFiles int
+}
+
+func farKey(ns, queue, id string) string { return ns + "\x00" + queue + "\x00" + id }
+
+func (f *farStore) init(b *Broker) {
+	f.b = b
+	f.dir = filepath.Join(b.opts.Dir, "far")
+	f.horizon = b.opts.FarHorizon
+	f.seed = maphash.MakeSeed()
+	f.buckets = map[int64]*farBucket{}
+	f.nextLoad = 1<<63 - 1
+	f.on = f.horizon > 0
+	f.width = max(f.horizon.Milliseconds()/2, 1)
+	f.lead = max(f.horizon.Milliseconds()/4, 1)
+	if f.horizon <= 0 {
+		// off: whatever buckets a previous run left come back at once
+		f.lead = 1 << 62
+	}
+}
+
+func (f *farStore) hash(s string) uint64 { return maphash.String(f.seed, s) }
+
+func (f *farStore) seqHash(seq uint64) uint64 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seq)
+	return maphash.Bytes(f.seed, b[:])
+}
+
+// manifest is the far store's snapshot item: every bucket not yet taken
+// back in, with the size of it the snapshot covers. It syncs the buckets
+// first, so those bytes are durable before the snapshot can count.
+func (f *farStore) manifest() ([]byte, error) {
+	starts := make([]int64, 0, len(f.buckets))
+	for s, bk := range f.buckets {
+		if bk.state == bucketDone {
+			continue
+		}
+		if err := bk.file.Sync(); err != nil {
+			return nil, err
+		}
+		starts = append(starts, s)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	f.releaseFiles()
+	if f.pinCur != nil {
+		f.pinQ = append(f.pinQ, farPins{bytes: f.pinCur, need: 2})
+		f.pinCur = nil
+	}
+	m := []byte{farManifestMagic, farManifestVersion}
+	m = binary.AppendUvarint(m, uint64(len(starts)))
+	for _, s := range starts {
+		m = binary.AppendVarint(m, s)
+		m = binary.AppendUvarint(m, uint64(f.buckets[s].file.Size()))
+	}
+	return m, nil
+}
+
+func isFarManifest(item []byte) bool { return len(item) > 0 && item[0] == farManifestMagic }
+
+type farListed struct{ start, size int64 }
+
+func decodeFarManifest(item []byte) ([]farListed, error) {
+	if len(item) < 2 || item[0] != farManifestMagic || item[1] != farManifestVersion {
+		return nil, errors.New("far-future manifest: unknown version")
+	}
+	p := item[2:]
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)) {
+		return nil, errors.New("far-future manifest: bad count")
+	}
+	p = p[k:]
+	out := make([]farListed, 0, n)
+	for i := uint64(0); i < n; i++ {
+		s, k1 := binary.Varint(p)
+		if k1 <= 0 {
+			return nil, errors.New("far-future manifest: bad bucket start")
+		}
+		sz, k2 := binary.Uvarint(p[k1:])
+		if k2 <= 0 || sz < farstore.HeaderSize || sz > 1<<50 {
+			return nil, errors.New("far-future manifest: bad bucket size")
+		}
+		out = append(out, farListed{start: s, size: int64(sz)})
+		p = p[k1+k2:]
+	}
+	if len(p) != 0 {
+		return nil, errors.New("far-future manifest: trailing bytes")
+	}
+	return out, nil
+}
+
+// replayRecord is recovery's look at each replayed entry: a job taken back
+// in leaves its bucket (rule 2).
+func (f *farStore) replayRecord(ent *engine.Entry) {
+	for i := range ent.Records {
+		r := &ent.Records[i]
+		if r.Kind != engine.KindFarIn {
+			continue
+		}
+		if f.replayed == nil {
+			f.replayed = map[int64]map[string]struct{}{}
+		}
+		m := f.replayed[r.FarBucket]
+		if m == nil {
+			m = map[string]struct{}{}
+			f.replayed[r.FarBucket] = m
+		}
+		m[farKey(r.Job.NS, r.Job.Queue, r.Job.ID)] = struct{}{}
+	}
+}
+
+// recover opens the buckets the loaded snapshot lists (manifest nil: none)
+// after replay: each is checked block by block up to its recorded size and
+// cut back to it, its filters and counts are rebuilt, and the jobs replay
+// took back in are tombstoned. Bucket files the snapshot does not list
+// hold only jobs that the snapshot or the log hold too, and are deleted.
+// A missing or damaged bucket stops recovery with the file and offset,
+// unless --force-recovery, which keeps what precedes the damage and
+// counts what it skipped.
+func (f *farStore) recover(manifest []byte, snapPath string) error {
+	var listed []farListed
+	if manifest != nil {
+		var err error
+		if listed, err = decodeFarManifest(manifest); err != nil {
+			return fmt.Errorf("snapshot %s: %w", snapPath, err)
+		}
+	}
+	keep := map[int64]bool{}
+	for _, l := range listed {
+		keep[l.start] = true
+	}
+	files, err := farstore.List(f.dir)
+	if err != nil {
+		return fmt.Errorf("far-future store: list %s: %w", f.dir, err)
+	}
+	for _, s := range files {
+		if !keep[s] {
+			if err := farstore.Remove(f.dir, s); err != nil {
+				return fmt.Errorf("far-future store: remove unlisted bucket: %w", err)
+			}
+		}
+	}
+	force := f.b.opts.WAL.ForceRecovery
+	for _, l := range listed {
+		bk, size, err := f.scan(l.start, l.size, f.replayed[l.start])
+		if err != nil {
+			if !force {
+				return fmt.Errorf("far-future store (listed by snapshot %s): %w; --force-recovery skips the damaged part", snapPath, err)
+			}
+			f.skippedFiles++
+			f.skippedBytes += l.size - size
+			f.b.lg.Error("far-future bucket damaged: skipping the rest of it (--force-recovery); the jobs it held are lost", "err", err, "kept_bytes", size, "skipped_bytes", l.size-size)
+			if size < farstore.HeaderSize {
+				_ = farstore.Remove(f.dir, l.start)
+				continue
+			}
+		}
+		if bk.file, err = farstore.OpenAt(f.dir, l.start, size); err != nil {
+			return fmt.Errorf("far-future store: %w", err)
+		}
+		f.buckets[l.start] = bk
+		f.nextLoad = min(f.nextLoad, l.start-f.lead)
+		f.flushBucket(bk)
+		f.on = true
+		for q, n := range bk.byQ {
+			ns, qn, _ := bytes.Cut([]byte(q), []byte{0})
+			f.b.eng.AddFar(string(ns), string(qn), int64(n))
+		}
+	}
+	f.replayed = nil
+	f.releaseFiles()
+	return nil
+}
+
+// scan reads a bucket's first size bytes into a new header; taken are
+// the jobs replay took back in. On damage it returns what it read before
+// the damaged block and that block's offset as the size to keep.
+func (f *farStore) scan(start, size int64, taken map[string]struct{}) (*farBucket, int64, error) {
+	bk := &farBucket{start: start, gone: map[string]struct{}{}, byQ: map[string]int{}}
+	type entry struct {
+		q   string
+		seq uint64
+	}
+	live := map[string]entry{}
+	path := filepath.Join(f.dir, farstore.Name(start))
+	err := farstore.Read(path, size, func(off int64, item []byte) error {
+		it, err := decodeFarItem(item)
+		if err != nil {
+			return &farstore.DamageError{File: path, Offset: off, Reason: err.Error()}
+		}
+		if it.tomb {
+			delete(live, it.key)
+			bk.gone[it.key] = struct{}{}
+			return nil
+		}
+		delete(bk.gone, it.key)
+		live[it.key] = entry{q: it.rec.Job.NS + "\x00" + it.rec.Job.Queue, seq: it.rec.Job.Seq}
+		return nil
+	})
+	if err != nil {
+		var de *farstore.DamageError
+		switch {
+		case errors.As(err, &de):
+			size = de.Offset
+		case errors.Is(err, os.ErrNotExist):
+			size = 0
+			err = &farstore.DamageError{File: path, Offset: 0, Reason: "the bucket file is missing"}
+		default:
+			return nil, 0, err
+		}
+	}
+	for key, e := range live {
+		bk.ids.Add(f.hash(key))
+		bk.seqs.Add(f.seqHash(e.seq))
+		if _, ok := taken[key]; ok {
+			// replay took it back in: write the tombstone the crash lost
+			bk.gone[key] = struct{}{}
+			bk.pending = append(bk.pending, append([]byte{farItemTomb}, key...))
+			continue
+		}
+		bk.jobs++
+		bk.byQ[e.q]++
+	}
+	return bk, size, err
+}
+
+type farItem struct {
+	tomb bool
+	key  string
+	rec  *engine.Record // job items
+}
+
+func decodeFarItem(item []byte) (farItem, error) {
+	if len(item) == 0 {
+		return farItem{}, errors.New("empty item")
+	}
+	switch item[0] {
+	case farItemTomb:
+		return farItem{tomb: true, key: string(item[1:])}, nil
+	case farItemJob:
+		ent, err := engine.DecodeEntry(item[1:], 0, 0)
+		if err != nil {
+			return farItem{}, err
+		}
+		if len(ent.Records) != 1 || ent.Records[0].Kind != engine.KindJob {
+			return farItem{}, errors.New("job item without exactly one job record")
+		}
+		r := &ent.Records[0]
+		return farItem{key: farKey(r.Job.NS, r.Job.Queue, r.Job.ID), rec: r}, nil
+	}
+	return farItem{}, fmt.Errorf("unknown item kind %#x", item[0])
+}
+
+// flushBucket appends the turn's items of a bucket as one block.
+func (f *farStore) flushBucket(bk *farBucket) {
+	if len(bk.pending) == 0 || bk.file == nil {
+		bk.pending = bk.pending[:0]
+		return
+	}
+	if err := bk.file.Append(bk.pending); err != nil {
+		// memory now holds less than the buckets and the log say: stop
+		// writing, as a failed log write does
+		f.b.fail(fmt.Errorf("far-future store: %w", err))
+	}
+	bk.pending = bk.pending[:0]
+}
+
+func (f *farStore) bucket(start int64, create bool) *farBucket {
+	bk := f.buckets[start]
+	if bk != nil || !create {
+		return bk
+	}
+	file, err := farstore.Create(f.dir, start)
+	if err != nil {
+		f.b.lg.Error("far-future store: cannot create a bucket; its jobs stay in memory", "err", err)
+		return nil
+	}
+	bk = &farBucket{start: start, file: file, gone: map[string]struct{}{}, byQ: map[string]int{}}
+	f.buckets[start] = bk
+	f.nextLoad = min(f.nextLoad, start-f.lead)
+	return bk
+}
+
+// handOut moves delayed jobs beyond the horizon out of memory (rule 1: never
+// while a snapshot walk runs). It runs after the turn's commit, so the
+// payloads it reads are in the log file; jobs leave memory only once their
+// items are written.
+func (f *farStore) handOut(now time.Time) {
+	defer func() { f.frames, f.lens = f.frames[:0], f.lens[:0] }()
+	if !f.on || f.horizon <= 0 || f.b.snap.iter != nil || !f.b.eng.FarPending() || f.b.failed.Load() != nil {
+		return
+	}
+	offer := f.b.eng.FarOffer(now, farOutPerTurn)
+	kept := offer[:0]
+	var bks []*farBucket
+	for i := range offer {
+		fj := &offer[i]
+		start := fj.At - fj.At%f.width
+		bk := f.bucket(start, true)
+		if bk == nil || bk.state != bucketOpen || start-f.lead <= now.UnixMilli() {
+			continue
+		}
+		kept = append(kept, *fj)
+		bks = append(bks, bk)
+	}
+	data, ok := f.readPayloads(kept)
+	if !ok {
+		return
+	}
+	f.dirty = f.dirty[:0]
+	for i := range kept {
+		fj, bk := &kept[i], bks[i]
+		item := fj.Encode([]byte{farItemJob}, data[i])
+		if len(bk.pending) == 0 {
+			f.dirty = append(f.dirty, bk)
+		}
+		bk.pending = append(bk.pending, item)
+		key := farKey(fj.NS, fj.Queue, fj.ID)
+		delete(bk.gone, key)
+		bk.ids.Add(f.hash(key))
+		bk.seqs.Add(f.seqHash(fj.Seq))
+		bk.jobs++
+		bk.byQ[fj.NS+"\x00"+fj.Queue]++
+	}
+	for _, bk := range f.dirty {
+		f.flushBucket(bk)
+	}
+	if f.b.failed.Load() == nil && f.b.eng.FarTake(kept) > 0 {
+		for i := range kept {
+			if p := kept[i].Payload; p.Len > 0 {
+				if f.pinCur == nil {
+					f.pinCur = map[uint32]int64{}
+				}
+				f.pinCur[p.Segment] += int64(p.Len)
+			}
+		}
+	}
+	f.releaseFiles()
+}
+
+// noteFrame remembers a frame the sink logged this turn (its position and
+// body length).
+func (f *farStore) noteFrame(pos wal.Position, n int) {
+	if f.on && f.horizon > 0 {
+		f.frames = append(f.frames, wal.Position{Segment: pos.Segment, Offset: pos.Offset})
+		f.lens = append(f.lens[:len(f.frames)-1], uint32(n))
+	}
+}
+
+// readPayloads reads the payloads of jobs from the log. Those in a frame
+// logged this turn (a batch's puts share one) are cut from that frame, read
+// once with its checksum checked; any other is read on its own.
+func (f *farStore) readPayloads(jobs []engine.FarJob) ([][]byte, bool) {
+	out := make([][]byte, len(jobs))
+	bodies := map[int][]byte{}
+	for i := range jobs {
+		p := jobs[i].Payload
+		if p.Len == 0 {
+			continue
+		}
+		k := sort.Search(len(f.frames), func(k int) bool {
+			fr := f.frames[k]
+			return fr.Segment > p.Segment || fr.Segment == p.Segment && fr.Offset+wal.FrameHeaderSize+f.lens[k] > p.Offset
+		})
+		if k < len(f.frames) && f.frames[k].Segment == p.Segment && f.frames[k].Offset+wal.FrameHeaderSize <= p.Offset {
+			body, ok := bodies[k]
+			if !ok {
+				var err error
+				if body, err = f.b.log.ReadFrame(f.frames[k]); err != nil || uint32(len(body)) != f.lens[k] {
+					body = nil
+				}
+				bodies[k] = body
+			}
+			if at := p.Offset - f.frames[k].Offset - wal.FrameHeaderSize; body != nil && at+p.Len <= uint32(len(body)) {
+				out[i] = body[at : at+p.Len]
+				continue
+			}
+		}
+		data, err := f.b.log.ReadAt(p.Segment, p.Offset, p.Len)
+		if err != nil {
+			f.b.lg.Error("far-future store: cannot read payloads to hand jobs out; they stay in memory", "err", err)
+			return nil, false
+		}
+		out[i] = data
+	}
+	return out, true
+}
+
+// farMaxOpen bounds the bucket descriptors kept open between turns.
+const farMaxOpen = 64
+
+// releaseFiles closes bucket descriptors once more than farMaxOpen are
+// open (they reopen on the next write).
+func (f *farStore) releaseFiles() {
+	open := 0
+	for _, bk := range f.buckets {
+		if bk.file != nil && bk.file.Open() {
+			open++
+		}
+	}
+	if open <= farMaxOpen {
+		return
+	}
+	for _, bk := range f.buckets {
+		if bk.file != nil {
+			bk.file.Release()
+		}
+	}
+}
+
+// find reads a bucket for the last live image of a job matching fn.
+func (f *farStore) find(bk *farBucket, match func(*engine.Record) bool) (*engine.Record, error) {
+	var found *engine.Record
+	var foundKey string
+	path := filepath.Join(f.dir, farstore.Name(bk.start))
+	err := farstore.Read(path, bk.file.Size(), func(off int64, item []byte) error {
+		it, err := decodeFarItem(item)
+		if err != nil {
+			return &farstore.DamageError{File: path, Offset: off, Reason: err.Error()}
+		}
+		switch {
+		case it.tomb:
+			if it.key == foundKey {
+				found, foundKey = nil, ""
+			}
+		case match(it.rec):
+			// the item aliases the read buffer
+			ent, _ := engine.DecodeEntry(bytes.Clone(item[1:]), 0, 0)
+			found, foundKey = &ent.Records[0], it.key
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found != nil {
+		if _, ok := bk.gone[foundKey]; ok {
+			return nil, nil
+		}
+	}
+	return found, nil
+}
+
+// takeIn brings jobs of a bucket back into memory (rule 2): logged
+// KindFarIn records, tombstones in the bucket, lower far counts.
+func (f *farStore) takeIn(now time.Time, bk *farBucket, recs []engine.Record) error {
+	live := recs[:0:0]
+	for i := range recs {
+		key := farKey(recs[i].Job.NS, recs[i].Job.Queue, recs[i].Job.ID)
+		if _, ok := bk.gone[key]; !ok {
+			live = append(live, recs[i])
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	if _, err := f.b.eng.FarIn(now, bk.start, live); err != nil {
+		return err
+	}
+	for i := range live {
+		j := &live[i].Job
+		key := farKey(j.NS, j.Queue, j.ID)
+		bk.gone[key] = struct{}{}
+		if bk.state != bucketDone {
+			bk.pending = append(bk.pending, append([]byte{farItemTomb}, key...))
+		}
+		bk.jobs--
+		q := j.NS + "\x00" + j.Queue
+		if bk.byQ[q]--; bk.byQ[q] <= 0 {
+			delete(bk.byQ, q)
+		}
+		f.b.eng.AddFar(j.NS, j.Queue, -1)
+	}
+	f.flushBucket(bk)
+	f.releaseFiles()
+	return nil
+}
+
+// bring takes a job named by id back into memory before a command that
+// names it (rule 3). Only buckets whose filter may hold it are read.
+func (f *farStore) bring(now time.Time, ns, queue, id string) error {
+	if !f.on || len(f.buckets) == 0 || id == "" || f.b.eng.HasJob(ns, queue, id) {
+		return nil
+	}
+	key := farKey(ns, queue, id)
+	h := f.hash(key)
+	for _, bk := range f.sorted() {
+		if bk.state == bucketDone || bk.jobs == 0 || !bk.ids.MayHave(h) {
+			continue
+		}
+		if _, ok := bk.gone[key]; ok {
+			continue
+		}
+		rec, err := f.find(bk, func(r *engine.Record) bool { return r.Job.ID == id && r.Job.Queue == queue && r.Job.NS == ns })
+		if err != nil {
+			return farUnavailable(err)
+		}
+		if rec != nil {
+			return f.takeIn(now, bk, []engine.Record{*rec})
+		}
+	}
+	return nil
+}
+
+// bringSeq is bring for a beanstalkd id (a sequence number) in ns.
+func (f *farStore) bringSeq(now time.Time, ns string, seq uint64) error {
+	if !f.on || len(f.buckets) == 0 || f.b.eng.HasSeq(seq) {
+		return nil
+	}
+	h := f.seqHash(seq)
+	for _, bk := range f.sorted() {
+		if bk.state == bucketDone || bk.jobs == 0 || !bk.seqs.MayHave(h) {
+			continue
+		}
+		rec, err := f.find(bk, func(r *engine.Record) bool { return r.Job.Seq == seq && r.Job.NS == ns })
+		if err != nil {
+			return farUnavailable(err)
+		}
+		if rec != nil {
+			return f.takeIn(now, bk, []engine.Record{*rec})
+		}
+	}
+	return nil
+}
+
+// bringQueue takes back every far job of a queue (every queue of ns when
+// queue is "") whose tags include tags (nil: all), before a command that acts on the queue's jobs by filter
+// (cancel by filter, purge, delete). Buckets holding none of the queue's
+// jobs are not read; each other bucket is read once.
+func (f *farStore) bringQueue(now time.Time, ns, queue string, tags map[string]string) error {
+	if !f.on || len(f.buckets) == 0 {
+		return nil
+	}
+	q := ns + "\x00" + queue
+	holds := func(bk *farBucket) bool {
+		if queue != "" {
+			return bk.byQ[q] > 0
+		}
+		for k := range bk.byQ {
+			if strings.HasPrefix(k, q) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, bk := range f.sorted() {
+		if bk.state == bucketDone || !holds(bk) {
+			continue
+		}
+		recs, err := f.readAll(bk, func(r *engine.Record) bool {
+			return (queue == "" || r.Job.Queue == queue) && r.Job.NS == ns && hasTags(r.Job.Tags, tags)
+		})
+		if err != nil {
+			return farUnavailable(err)
+		}
+		if err := f.takeIn(now, bk, recs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hasTags(img []string, want map[string]string) bool {
+	for k, v := range want {
+		ok := false
+		for i := 0; i+1 < len(img); i += 2 {
+			if img[i] == k && img[i+1] == v {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// readAll returns the live images of a bucket that match.
+func (f *farStore) readAll(bk *farBucket, match func(*engine.Record) bool) ([]engine.Record, error) {
+	type at struct{ i int }
+	var out []engine.Record
+	idx := map[string]int{}
+	path := filepath.Join(f.dir, farstore.Name(bk.start))
+	size := int64(-1)
+	if bk.file != nil {
+		size = bk.file.Size()
+	}
+	err := farstore.Read(path, size, func(off int64, item []byte) error {
+		it, err := decodeFarItem(item)
+		if err != nil {
+			return &farstore.DamageError{File: path, Offset: off, Reason: err.Error()}
+		}
+		if it.tomb {
+			if i, ok := idx[it.key]; ok {
+				out[i].Kind = 0
+				delete(idx, it.key)
+			}
+			return nil
+		}
+		if !match(it.rec) {
+			return nil
+		}
+		ent, _ := engine.DecodeEntry(bytes.Clone(item[1:]), 0, 0)
+		if i, ok := idx[it.key]; ok {
+			out[i].Kind = 0
+		}
+		idx[it.key] = len(out)
+		out = append(out, ent.Records[0])
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	live := out[:0]
+	for _, r := range out {
+		if r.Kind == 0 {
+			continue
+		}
+		if _, ok := bk.gone[farKey(r.Job.NS, r.Job.Queue, r.Job.ID)]; ok {
+			continue
+		}
+		live = append(live, r)
+	}
+	return live, nil
+}
+
+func farUnavailable(err error) error {
+	return unavailable("far-future store: %v", err)
+}
+
+func (f *farStore) sorted() []*farBucket {
+	out := make([]*farBucket, 0, len(f.buckets))
+	for _, bk := range f.buckets {
+		out = append(out, bk)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out
+}
+
+// step starts taking back the buckets whose window is within the lead
+// time. The read runs off the loop; the jobs come back to the loop in
+// chunks, so no turn stalls behind a large bucket.
+func (f *farStore) step(now time.Time) {
+	if !f.on || now.UnixMilli() < f.nextLoad {
+		return
+	}
+	f.nextLoad = 1<<63 - 1
+	for _, bk := range f.buckets {
+		if bk.state != bucketOpen {
+			continue
+		}
+		if due := bk.start - f.lead; due > now.UnixMilli() {
+			f.nextLoad = min(f.nextLoad, due)
+			continue
+		}
+		bk.state = bucketLoading
+		size := bk.file.Size()
+		go f.load(bk, size)
+	}
+}
+
+const farLoadChunk = 256
+
+func (f *farStore) load(bk *farBucket, size int64) {
+	path := filepath.Join(f.dir, farstore.Name(bk.start))
+	var recs []engine.Record
+	idx := map[string]int{}
+	err := farstore.Read(path, size, func(off int64, item []byte) error {
+		it, err := decodeFarItem(item)
+		if err != nil {
+			return &farstore.DamageError{File: path, Offset: off, Reason: err.Error()}
+		}
+		if i, ok := idx[it.key]; ok {
+			recs[i].Kind = 0
+			delete(idx, it.key)
+		}
+		if it.tomb {
+			return nil
+		}
+		ent, _ := engine.DecodeEntry(bytes.Clone(item[1:]), 0, 0)
+		idx[it.key] = len(recs)
+		recs = append(recs, ent.Records[0])
+		return nil
+	})
+	if err != nil {
+		f.b.lg.Error("far-future store: cannot take a bucket back in; its jobs stay out until a restart checks it", "err", err)
+		return
+	}
+	live := recs[:0]
+	for _, r := range recs {
+		if r.Kind != 0 {
+			live = append(live, r)
+		}
+	}
+	for len(live) > 0 {
+		n := min(len(live), farLoadChunk)
+		chunk := live[:n]
+		live = live[n:]
+		if _, err := f.b.do(context.Background(), func(now time.Time) (any, error) {
+			return nil, f.takeIn(now, bk, chunk)
+		}); err != nil {
+			f.b.lg.Error("far-future store: taking a bucket back in failed; the rest follows after a restart", "bucket", path, "err", err)
+			return
+		}
+	}
+	f.b.do(context.Background(), func(time.Time) (any, error) {
+		bk.state = bucketDone
+		bk.ids, bk.seqs, bk.gone, bk.byQ = farstore.Filter{}, farstore.Filter{}, nil, nil
+		return nil, nil
+	})
+}
+
+// snapshotDone deletes the files of buckets taken back in once no kept
+// snapshot (snapshot.Prune keeps two) lists them.
+func (f *farStore) snapshotDone() {
+	kept := f.pinQ[:0]
+	for _, p := range f.pinQ {
+		if p.need--; p.need > 0 {
+			kept = append(kept, p)
+		}
+	}
+	f.pinQ = kept
+	for s, bk := range f.buckets {
+		if bk.state != bucketDone {
+			continue
+		}
+		if bk.doneSnaps++; bk.doneSnaps < 2 {
+			continue
+		}
+		bk.file.Close()
+		if err := farstore.Remove(f.dir, s); err != nil {
+			f.b.lg.Warn("far-future store: removing a bucket taken back in failed", "err", err)
+		}
+		delete(f.buckets, s)
+	}
+}
+
+// nextDue is when the loop must wake for the far store.
+func (f *farStore) nextDue(now time.Time) (time.Time, bool) {
+	if !f.on {
+		return time.Time{}, false
+	}
+	if f.horizon > 0 && f.b.eng.FarPending() {
+		return now.Add(time.Millisecond), true
+	}
+	if f.nextLoad == 1<<63-1 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(max(f.nextLoad, 0)), true
+}
+
+// pinned reports whether a log segment must stay for handed-out payloads.
+func (f *farStore) pinned(seg uint32) bool {
+	if f.pinCur[seg] > 0 {
+		return true
+	}
+	for _, p := range f.pinQ {
+		if p.bytes[seg] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// close closes the bucket files (after the final snapshot).
+func (f *farStore) close() {
+	for _, bk := range f.buckets {
+		if bk.file != nil {
+			bk.file.Close()
+		}
+	}
+}
+
+// FarStats describes the far-future store: jobs and buckets out of memory,
+// and the memory their headers and filters take.
+type FarStats struct {
+	Jobs, Buckets int
+	FilterBytes   int
+}
+
+// FarStats reports the far store's size.
+func (b *Broker) FarStats(ctx context.Context) (FarStats, error) {
+	return call(b, ctx, func(time.Time) (FarStats, error) {
+		var s FarStats
+		for _, bk := range b.far.buckets {
+			if bk.state == bucketDone {
+				continue
+			}
+			s.Buckets++
+			s.Jobs += bk.jobs
+			s.FilterBytes += bk.ids.Bytes() + bk.seqs.Bytes()
+		}
+		return s, nil
+	})
+}
+
+// farMayMatch reports whether a cancel filter can match far jobs: they are
+// delayed and have no key.
+func farMayMatch(f engine.Filter) bool {
+	if f.HasKey && f.Key != "" {
+		return false
+	}
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, s := range f.States {
+		if s == engine.StateDelayed {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseBackup refuses an online backup while the far store holds buckets:
+// a backup copies the snapshot and the log (backup.go), not the buckets, so
+// it would restore without the far jobs.
+func (f *farStore) refuseBackup() error {
+	if !f.on {
+		return nil
+	}
+	for _, bk := range f.buckets {
+		if bk.state != bucketDone {
+			return &engine.Error{Code: engine.CodeConflict, Message: "online backups do not include the far-future store's buckets yet (--far-horizon); stop the server and copy the data directory instead"}
+		}
+	}
+	return nil
+}
+
+// bringEarliest takes back the far jobs of a queue from the earliest bucket
+// holding any (beanstalkd peek-delayed when no delayed job of the queue is
+// in memory). It returns how many came back.
+func (f *farStore) bringEarliest(now time.Time, ns, queue string) (int, error) {
+	if !f.on || len(f.buckets) == 0 {
+		return 0, nil
+	}
+	q := ns + "\x00" + queue
+	for _, bk := range f.sorted() {
+		if bk.state == bucketDone || bk.byQ[q] == 0 {
+			continue
+		}
+		recs, err := f.readAll(bk, func(r *engine.Record) bool { return r.Job.Queue == queue && r.Job.NS == ns })
+		if err != nil {
+			return 0, farUnavailable(err)
+		}
+		return len(recs), f.takeIn(now, bk, recs)
+	}
+	return 0, nil
+}
+
+// farCursor starts the cursors of listing pages that continue into the
+// buckets: "far.<bucket start>.<jobs of that bucket already listed>".
+const farCursor = "far."
+
+// list is the engine's listing followed, once it is exhausted, by the far
+// jobs of the queue that match the filter: bucket by bucket in time order,
+// each bucket in the order its jobs went out, jobs listed as the bucket
+// holds them (payload included). A page reads the buckets it lists from,
+// never more than the ones it needs; buckets holding none of the queue's
+// jobs are not read.
+func (f *farStore) list(now time.Time, ns, queue string, req engine.ListRequest) (engine.ListResult, error) {
+	var res engine.ListResult
+	from, skip := int64(math.MinInt64), 0
+	if c, ok := strings.CutPrefix(req.Cursor, farCursor); ok {
+		s, n, found := strings.Cut(c, ".")
+		var err1, err2 error
+		from, err1 = strconv.ParseInt(s, 10, 64)
+		skip, err2 = strconv.Atoi(n)
+		if !found || err1 != nil || err2 != nil || skip < 0 || !f.b.eng.HasQueue(ns, queue) {
+			return res, &engine.Error{Code: engine.CodeBadRequest, Field: "cursor", Message: "not a cursor from a previous page of this listing"}
+		}
+		if req.Limit < 0 || req.Limit > engine.MaxListLimit {
+			return res, &engine.Error{Code: engine.CodeBadRequest, Field: "limit", Message: fmt.Sprintf("must be between 1 and %d, got %d", engine.MaxListLimit, req.Limit)}
+		}
+	} else {
+		var err error
+		if res, err = f.b.eng.List(now, ns, queue, req); err != nil || res.NextCursor != "" {
+			return res, err
+		}
+	}
+	if !f.on || !farMayMatch(req.Filter) || f.b.eng.FarCount(ns, queue) == 0 {
+		return res, nil
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = engine.DefaultListLimit
+	}
+	q := ns + "\x00" + queue
+	holds := func(bk *farBucket) bool { return bk.start >= from && bk.state != bucketDone && bk.byQ[q] > 0 }
+	buckets := f.sorted()
+	for _, bk := range buckets {
+		if !holds(bk) {
+			continue
+		}
+		if len(res.Jobs) >= limit {
+			// the page ended with the bucket before: continue at this one
+			res.NextCursor = farCursor + strconv.FormatInt(bk.start, 10) + ".0"
+			return res, nil
+		}
+		recs, err := f.readAll(bk, func(r *engine.Record) bool {
+			return r.Job.Queue == queue && r.Job.NS == ns && hasTags(r.Job.Tags, req.Filter.Tags)
+		})
+		if err != nil {
+			return res, farUnavailable(err)
+		}
+		n := 0
+		if bk.start == from {
+			n = min(skip, len(recs))
+		}
+		for ; n < len(recs) && len(res.Jobs) < limit; n++ {
+			res.Jobs = append(res.Jobs, engine.ImageJob(&recs[n]))
+		}
+		if n < len(recs) {
+			res.NextCursor = farCursor + strconv.FormatInt(bk.start, 10) + "." + strconv.Itoa(n)
+			return res, nil
+		}
+	}
+	return res, nil
+}
+
+// bringPut takes back the far job a put may be a duplicate of: the job with
+// its client id, or the one its idempotency key names.
+func (f *farStore) bringPut(now time.Time, ns, queue string, req *engine.PutRequest) error {
+	if !f.on || len(f.buckets) == 0 {
+		return nil
+	}
+	if err := f.bring(now, ns, queue, req.ID); err != nil {
+		return err
+	}
+	if id, ok := f.b.eng.IdempotentID(ns, queue, req.IdempotencyKey); ok {
+		return f.bring(now, ns, queue, id)
+	}
+	return nil
+}

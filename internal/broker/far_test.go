@@ -1,0 +1,774 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/farstore"
+	"github.com/chronoq/chronoq/internal/wal"
+)
+
+// testClock is a clock tests move by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var farT0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+func openFar(t *testing.T, dir string, clk *testClock, horizon time.Duration, force bool) (*Broker, error) {
+	t.Helper()
+	return Open(Options{Dir: dir, Logger: quiet, Clock: clk.now, FarHorizon: horizon, SnapshotBytes: 1 << 40, SnapshotInterval: time.Hour,
+		WAL: wal.Options{SegmentSize: 64 << 10, Logger: quiet, ForceRecovery: force}})
+}
+
+func mustOpenFar(t *testing.T, dir string, clk *testClock, horizon time.Duration) *Broker {
+	t.Helper()
+	b, err := openFar(t, dir, clk, horizon, false)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return b
+}
+
+// memJobs is how many jobs the engine holds in memory.
+func memJobs(t *testing.T, b *Broker) int {
+	t.Helper()
+	n, err := call(b, context.Background(), func(time.Time) (int, error) { return b.eng.Jobs(), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func farJobs(t *testing.T, b *Broker) int {
+	t.Helper()
+	s, err := b.FarStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Jobs
+}
+
+func delayed(t *testing.T, b *Broker, q string) uint64 {
+	t.Helper()
+	qi, err := b.GetQueue(context.Background(), "default", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qi.Counts.Delayed
+}
+
+// waitFar polls (bounded) until the far store holds want jobs: a bucket
+// comes back off the loop.
+func waitFar(t *testing.T, b *Broker, want int) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if farJobs(t, b) == want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("far store holds %d jobs, want %d", farJobs(t, b), want)
+}
+
+func putAt(t *testing.T, b *Broker, q string, req engine.PutRequest, at time.Time) engine.PutResult {
+	t.Helper()
+	req.At = &at
+	if req.Payload == nil {
+		req.Payload = []byte("payload of " + req.ID)
+	}
+	r, err := b.Put(context.Background(), "default", q, req)
+	if err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	return r
+}
+
+func TestFarJobsLeaveMemoryAndActivateOnTimeAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	due := farT0.Add(3 * time.Hour)
+	for i := 0; i < 40; i++ {
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%02d", i)}, due.Add(time.Duration(i)*time.Second))
+	}
+	putAt(t, b, "q", engine.PutRequest{ID: "near"}, farT0.Add(10*time.Minute))
+	if n := memJobs(t, b); n != 1 {
+		t.Fatalf("%d jobs in memory, want 1 (the 40 far ones in buckets)", n)
+	}
+	if d := delayed(t, b, "q"); d != 41 {
+		t.Fatalf("delayed count %d, want 41 (far jobs counted)", d)
+	}
+	// backups copy snapshot and log only: refused while buckets exist
+	if _, err := b.Backup(ctx); engine.CodeOf(err) != engine.CodeConflict {
+		t.Fatalf("backup with far jobs: %v, want a conflict", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	if n, f := memJobs(t, b), farJobs(t, b); n != 1 || f != 40 {
+		t.Fatalf("after restart: %d in memory, %d far; want 1 and 40", n, f)
+	}
+	if d := delayed(t, b, "q"); d != 41 {
+		t.Fatalf("delayed count %d after restart, want 41", d)
+	}
+	// the bucket comes back a lead time (a quarter horizon) before its window
+	clk.add(3*time.Hour - 10*time.Minute)
+	memJobs(t, b) // a turn of the loop at the new time
+	waitFar(t, b, 0)
+	if n := memJobs(t, b); n != 41 {
+		t.Fatalf("%d jobs in memory after the bucket came back, want 41", n)
+	}
+	jobs, err := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 100}, 0)
+	if err != nil || len(jobs) != 1 || jobs[0].ID != "near" {
+		t.Fatalf("take before the far jobs are due: %v %v", jobs, err)
+	}
+	if _, err := b.Ack(ctx, "default", "q", "near", engine.AckRequest{Receipt: jobs[0].Receipt}); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(11 * time.Minute)
+	jobs, err = b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 100}, 0)
+	if err != nil || len(jobs) != 40 {
+		t.Fatalf("take when due: %d jobs, %v", len(jobs), err)
+	}
+	for _, j := range jobs {
+		if string(j.Data) != "payload of "+j.ID {
+			t.Fatalf("job %s came back with payload %q", j.ID, j.Data)
+		}
+	}
+}
+
+func TestFarJobsFoundByIDTagSeqAndUpdate(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	defer func() { b.Close() }()
+	ctx := context.Background()
+	far := farT0.Add(5 * time.Hour)
+	for i := 0; i < 10; i++ {
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("a%d", i), Tags: map[string]string{"t": fmt.Sprint(i % 2)}}, far)
+	}
+	seqJob := putAt(t, b, "q", engine.PutRequest{ID: "byseq"}, far)
+	if f := farJobs(t, b); f != 11 {
+		t.Fatalf("%d far jobs, want 11", f)
+	}
+	// peek by id
+	j, err := b.Peek(ctx, "default", "q", "a3")
+	if err != nil || string(j.Data) != "payload of a3" || !j.ActivateAt.Equal(far) {
+		t.Fatalf("peek of a far job: %+v %v", j, err)
+	}
+	// beanstalkd peek-delayed: every delayed job of the queue is far
+	j, err = b.PeekState(ctx, "default", "q", engine.StateDelayed)
+	if err != nil || !j.ActivateAt.Equal(far) {
+		t.Fatalf("peek-delayed with only far jobs: %+v %v", j, err)
+	}
+	// beanstalkd id
+	j, err = b.JobBySeq(ctx, "default", seqJob.Seq)
+	if err != nil || j.ID != "byseq" {
+		t.Fatalf("job by seq: %+v %v", j, err)
+	}
+	// a duplicate client id is still a duplicate
+	r, err := b.Put(ctx, "default", "q", engine.PutRequest{ID: "a5", Payload: []byte("x"), At: &far})
+	if err != nil || !r.Duplicate {
+		t.Fatalf("put of a far job's id: %+v %v", r, err)
+	}
+	// and so is a repeated idempotency key of a far job
+	r, err = b.Put(ctx, "default", "q", engine.PutRequest{Payload: []byte("x"), At: &far, IdempotencyKey: "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	memJobs(t, b) // the loop turn after the put hands it out
+	r2, err := b.Put(ctx, "default", "q", engine.PutRequest{Payload: []byte("x"), At: &far, IdempotencyKey: "once"})
+	if err != nil || !r2.Duplicate || r2.ID != r.ID || r2.State != engine.StateDelayed {
+		t.Fatalf("repeated idempotency key of a far job: %+v %v", r2, err)
+	}
+	if err := b.Cancel(ctx, "default", "q", r.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	// cancel by id
+	if err := b.Cancel(ctx, "default", "q", "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	// cancel by tag: a0 a2 a4 a6 a8 (and a5 may be back in memory)
+	n, err := b.CancelByFilter(ctx, "default", "q", engine.Filter{Tags: map[string]string{"t": "0"}})
+	if err != nil || n != 5 {
+		t.Fatalf("cancel by tag: %d %v, want 5", n, err)
+	}
+	// cancel by tag in every queue of the namespace
+	putAt(t, b, "other", engine.PutRequest{ID: "o1", Tags: map[string]string{"t": "x"}}, far)
+	if n, err := b.CancelByFilter(ctx, "default", "", engine.Filter{Tags: map[string]string{"t": "x"}}); err != nil || n != 1 {
+		t.Fatalf("cancel by tag in every queue: %d %v, want 1", n, err)
+	}
+	// update moves a far job inside the horizon, and another one out again
+	soon := farT0.Add(30 * time.Minute)
+	if _, err := b.Update(ctx, "default", "q", "a7", engine.UpdateRequest{At: &soon}); err != nil {
+		t.Fatal(err)
+	}
+	later := farT0.Add(9 * time.Hour)
+	if _, err := b.Update(ctx, "default", "q", "a7", engine.UpdateRequest{At: &later}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(ctx, "default", "q", "a9", engine.UpdateRequest{At: &soon}); err != nil {
+		t.Fatal(err)
+	}
+	memJobs(t, b)
+	// left: a3 a5 a7 a9 byseq; a9 in memory, the rest far again
+	if d := delayed(t, b, "q"); d != 5 {
+		t.Fatalf("delayed %d, want 5", d)
+	}
+	check := func(b *Broker) {
+		t.Helper()
+		for _, id := range []string{"a0", "a1", "a2", "a4", "a6", "a8"} {
+			if _, err := b.Peek(ctx, "default", "q", id); engine.CodeOf(err) != engine.CodeJobNotFound {
+				t.Fatalf("cancelled job %s: %v", id, err)
+			}
+		}
+		for id, at := range map[string]time.Time{"a3": far, "a5": far, "a7": later, "a9": soon, "byseq": far} {
+			j, err := b.Peek(ctx, "default", "q", id)
+			if err != nil || !j.ActivateAt.Equal(at) || string(j.Data) != "payload of "+id {
+				t.Fatalf("job %s: %+v %v", id, j, err)
+			}
+		}
+	}
+	check(b)
+	// as after a crash: no final snapshot, the log tail replays
+	b.skipFinalSnapshot = true
+	b.Close()
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	check(b)
+	b.Close()
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	check(b)
+	if d := delayed(t, b, "q"); d != 5 {
+		t.Fatalf("delayed %d after restarts, want 5", d)
+	}
+	// a purge takes the far jobs too
+	if _, err := b.PurgeQueue(ctx, "default", "q"); err != nil {
+		t.Fatal(err)
+	}
+	if d, f := delayed(t, b, "q"), farJobs(t, b); d != 0 || f != 0 {
+		t.Fatalf("after purge: delayed %d, far %d", d, f)
+	}
+}
+
+// farSnapshot makes the broker write a complete snapshot now.
+func farSnapshot(t *testing.T, b *Broker) {
+	t.Helper()
+	_, err := call(b, context.Background(), func(time.Time) (struct{}, error) {
+		return struct{}{}, b.snap.final(b, b.now())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFarStoreSurvivesCrashesAtAnyPoint runs random puts, cancels and
+// updates across the horizon, with snapshots and crash-like closes (no
+// final snapshot) in between, and checks after every reopen that exactly
+// the acknowledged jobs exist, with their activation times and payloads.
+func TestFarStoreSurvivesCrashesAtAnyPoint(t *testing.T) {
+	// snapshots start by themselves after a little log growth and walk a
+	// few jobs per turn, so commands and crashes fall inside walks
+	defer func(c int, d time.Duration, o int) { snapChunk, snapTurnBudget, farOutPerTurn = c, d, o }(snapChunk, snapTurnBudget, farOutPerTurn)
+	snapChunk, snapTurnBudget, farOutPerTurn = 2, 0, 1
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	reopen := func() *Broker {
+		b, err := Open(Options{Dir: dir, Logger: quiet, Clock: clk.now, FarHorizon: time.Hour, SnapshotBytes: 8 << 10,
+			WAL: wal.Options{SegmentSize: 64 << 10, Logger: quiet}})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		return b
+	}
+	b := reopen()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(farSeed(), 2))
+	want := map[string]time.Time{}
+	gone := map[string]bool{}
+	next := 0
+	pick := func() string {
+		for id := range want {
+			return id
+		}
+		return ""
+	}
+	randAt := func() time.Time {
+		if rng.IntN(3) == 0 {
+			return clk.now().Add(time.Duration(1+rng.IntN(50)) * time.Minute)
+		}
+		return clk.now().Add(time.Duration(2+rng.IntN(20)) * time.Hour)
+	}
+	verify := func() {
+		t.Helper()
+		for id, at := range want {
+			j, err := b.Peek(ctx, "default", "q", id)
+			if err != nil || !j.ActivateAt.Equal(at) || string(j.Data) != "payload of "+id {
+				t.Fatalf("job %s (due %s): %+v %v", id, at, j, err)
+			}
+		}
+		for id := range gone {
+			if _, err := b.Peek(ctx, "default", "q", id); engine.CodeOf(err) != engine.CodeJobNotFound {
+				t.Fatalf("cancelled job %s is back: %v", id, err)
+			}
+		}
+		qi, err := b.GetQueue(ctx, "default", "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := qi.Counts.Delayed + qi.Counts.Ready; n != uint64(len(want)) {
+			t.Fatalf("delayed+ready %d, want %d", n, len(want))
+		}
+	}
+	for round := 0; round < 12; round++ {
+		for op := 0; op < 40; op++ {
+			switch k := rng.IntN(10); {
+			case k < 5:
+				id := fmt.Sprintf("j%d", next)
+				next++
+				at := randAt()
+				putAt(t, b, "q", engine.PutRequest{ID: id}, at)
+				want[id] = at.Truncate(time.Millisecond)
+			case k < 7:
+				if id := pick(); id != "" {
+					if err := b.Cancel(ctx, "default", "q", id, ""); err != nil {
+						t.Fatal(err)
+					}
+					delete(want, id)
+					gone[id] = true
+				}
+			default:
+				if id := pick(); id != "" {
+					at := randAt()
+					if _, err := b.Update(ctx, "default", "q", id, engine.UpdateRequest{At: &at}); err != nil {
+						t.Fatal(err)
+					}
+					want[id] = at.Truncate(time.Millisecond)
+				}
+			}
+			if rng.IntN(15) == 0 {
+				farSnapshot(t, b)
+			}
+		}
+		memJobs(t, b)
+		if f := farJobs(t, b); len(want) > 10 && (f == 0 || f == len(want)) {
+			t.Fatalf("round %d: %d of %d jobs far: the test should have jobs on both sides", round, f, len(want))
+		}
+		b.skipFinalSnapshot = rng.IntN(3) != 0
+		b.Close()
+		b = reopen()
+		verify()
+		// time passes: buckets near their window come back in
+		clk.add(time.Duration(rng.IntN(40)) * time.Minute)
+		memJobs(t, b)
+	}
+	b.Close()
+}
+
+// bucketFiles lists the far store's bucket files.
+func bucketFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "far", "*.bkt"))
+	return m
+}
+
+func TestFarBucketDamageRefusedWithFileAndOffset(t *testing.T) {
+	setup := func(t *testing.T) (string, *testClock, string) {
+		dir := t.TempDir()
+		clk := &testClock{t: farT0}
+		b := mustOpenFar(t, dir, clk, time.Hour)
+		for i := 0; i < 20; i++ {
+			putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%d", i)}, farT0.Add(4*time.Hour))
+		}
+		putAt(t, b, "q", engine.PutRequest{ID: "near"}, farT0.Add(time.Minute))
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files := bucketFiles(t, dir)
+		if len(files) != 1 {
+			t.Fatalf("bucket files: %v", files)
+		}
+		return dir, clk, files[0]
+	}
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, path string)
+		want   string
+		kept   int // far jobs a forced recovery keeps: those in whole blocks before the damage
+	}{
+		{"torn", func(t *testing.T, path string) {
+			st, _ := os.Stat(path)
+			if err := os.Truncate(path, st.Size()-5); err != nil {
+				t.Fatal(err)
+			}
+		}, "the snapshot covers", 19},
+		{"bitflip", func(t *testing.T, path string) {
+			data, _ := os.ReadFile(path)
+			data[len(data)-10] ^= 0x40
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "checksum mismatch", 19},
+		{"deleted", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, "missing", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir, clk, path := setup(t)
+			c.damage(t, path)
+			_, err := openFar(t, dir, clk, time.Hour, false)
+			var de *farstore.DamageError
+			if err == nil || !errors.As(err, &de) || de.File != path || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "offset") {
+				t.Fatalf("open with a %s bucket: %v", c.name, err)
+			}
+			// --force-recovery starts, without the damaged jobs, and the
+			// memory jobs are intact
+			b, err := openFar(t, dir, clk, time.Hour, true)
+			if err != nil {
+				t.Fatalf("forced open: %v", err)
+			}
+			defer b.Close()
+			if b.far.skippedFiles != 1 {
+				t.Fatalf("skipped buckets %d, want 1", b.far.skippedFiles)
+			}
+			if _, err := b.Peek(context.Background(), "default", "q", "near"); err != nil {
+				t.Fatal(err)
+			}
+			if f := farJobs(t, b); f != c.kept {
+				t.Fatalf("%d far jobs after skipping damage, want %d (one block per put)", f, c.kept)
+			}
+		})
+	}
+}
+
+func farSeed() uint64 {
+	var s uint64 = 1
+	fmt.Sscan(os.Getenv("FARSEED"), &s)
+	return s
+}
+
+// TestFarHandOutWaitsForSnapshotWalk: jobs that are candidates when a
+// snapshot walk begins must not leave memory before the walk has seen them
+// (rule 1 in far.go): a crash after that snapshot would otherwise lose
+// them, since the bucket bytes past the snapshot's recorded size are cut.
+func TestFarHandOutWaitsForSnapshotWalk(t *testing.T) {
+	defer func(c int, d time.Duration, o int) { snapChunk, snapTurnBudget, farOutPerTurn = c, d, o }(snapChunk, snapTurnBudget, farOutPerTurn)
+	snapChunk, snapTurnBudget, farOutPerTurn = 1, 0, 0
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%d", i)}, farT0.Add(5*time.Hour))
+	}
+	if n := memJobs(t, b); n != 20 {
+		t.Fatalf("%d jobs in memory before hand-outs may start", n)
+	}
+	// on the loop: a snapshot is due now, and hand-outs may go
+	call(b, ctx, func(time.Time) (struct{}, error) {
+		b.opts.SnapshotBytes, farOutPerTurn = 1, 4096
+		return struct{}{}, nil
+	})
+	for i := 0; i < 500 && len(mustList(b)) == 0; i++ {
+		memJobs(t, b)
+	}
+	if len(mustList(b)) == 0 {
+		t.Fatal("no snapshot was written")
+	}
+	if f := farJobs(t, b); f != 20 {
+		t.Fatalf("%d far jobs after the walk, want 20", f)
+	}
+	b.skipFinalSnapshot = true
+	b.Close()
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	for i := 0; i < 20; i++ {
+		if _, err := b.Peek(ctx, "default", "q", fmt.Sprintf("j%d", i)); err != nil {
+			t.Fatalf("job j%d after the crash: %v", i, err)
+		}
+	}
+}
+
+// TestFarMemoryPerJob measures what a far job costs in memory:
+// CHRONOQ_FAR_JOBS=N puts N jobs with 100-byte payloads due between 2 hours
+// and CHRONOQ_FAR_SPAN (default 168h) ahead, with a one-hour horizon, and
+// reports heap in use per job once they are all in buckets. Not run by
+// default: it is a measurement, not a check.
+func TestFarMemoryPerJob(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_FAR_JOBS"))
+	if n == 0 {
+		t.Skip("set CHRONOQ_FAR_JOBS=N to measure the memory of N far jobs")
+	}
+	span := 168 * time.Hour
+	if v, err := time.ParseDuration(os.Getenv("CHRONOQ_FAR_SPAN")); err == nil {
+		span = v
+	}
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b, err := Open(Options{Dir: dir, Logger: quiet, Clock: clk.now, FarHorizon: time.Hour, SnapshotBytes: 1 << 40, SnapshotInterval: 1000 * time.Hour,
+		WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	// the queue and the first batch's buffers exist before the baseline
+	putAt(t, b, "q", engine.PutRequest{ID: "first"}, farT0.Add(time.Minute))
+	before := heap()
+	payload := make([]byte, 100)
+	batch := make([]engine.PutRequest, 1000)
+	rng := rand.New(rand.NewPCG(1, 1))
+	start := time.Now()
+	for put := 0; put < n; put += len(batch) {
+		for i := range batch {
+			at := farT0.Add(2*time.Hour + time.Duration(rng.Int64N(int64(span-2*time.Hour))))
+			batch[i] = engine.PutRequest{Payload: payload, At: &at}
+		}
+		if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	memJobs(t, b)
+	fill := time.Since(start)
+	after := heap()
+	st, _ := b.FarStats(ctx)
+	t.Logf("%d far jobs in %d buckets over %s, filled in %s: heap in use %+d bytes = %.1f bytes/job (filters %.1f bytes/job); %d jobs in memory",
+		st.Jobs, st.Buckets, span, fill.Round(time.Millisecond), int64(after)-int64(before), float64(int64(after)-int64(before))/float64(st.Jobs),
+		float64(st.FilterBytes)/float64(st.Jobs), memJobs(t, b))
+}
+
+type latenessObserver struct {
+	nopObserver
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (o *latenessObserver) Lateness(d time.Duration) {
+	o.mu.Lock()
+	o.d = append(o.d, d)
+	o.mu.Unlock()
+}
+
+// TestFarActivationLateness measures how late jobs that spent their wait in
+// a bucket are handed to waiting workers: CHRONOQ_FAR_LATENESS=N puts N jobs
+// due 20 to 28 s ahead with an 8 s horizon (so all of them go to buckets
+// and come back 2 s before their bucket's 4 s window), keeps long-polling
+// takes parked, and reports the lateness percentiles (activation → take);
+// CHRONOQ_FAR_LATENESS_BASELINE=1 runs the same jobs all in memory. Not run
+// by default: it is a measurement on the real clock.
+func TestFarActivationLateness(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_FAR_LATENESS"))
+	if n == 0 {
+		t.Skip("set CHRONOQ_FAR_LATENESS=N to measure the activation lateness of N jobs from buckets")
+	}
+	obs := &latenessObserver{}
+	horizon := 8 * time.Second
+	if os.Getenv("CHRONOQ_FAR_LATENESS_BASELINE") == "1" {
+		horizon = 0 // the same jobs, all in memory: what the machine gives
+	}
+	b, err := Open(Options{Dir: t.TempDir(), Logger: quiet, FarHorizon: horizon, Observer: obs,
+		WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	now := time.Now()
+	payload := make([]byte, 100)
+	batch := make([]engine.PutRequest, 0, 1000)
+	for i := 0; i < n; i++ {
+		at := now.Add(20*time.Second + time.Duration(i)*8*time.Second/time.Duration(n))
+		batch = append(batch, engine.PutRequest{Payload: payload, At: &at})
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if f := farJobs(t, b); horizon > 0 && f < n*9/10 {
+		t.Fatalf("only %d of %d jobs went to buckets", f, n)
+	}
+	var wg sync.WaitGroup
+	var got sync.Map
+	var taken atomic.Int64
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for taken.Load() < int64(n) {
+				jobs, err := b.Take(ctx, "default", engine.TakeRequest{Queues: []string{"q"}, Max: 100}, 2*time.Second)
+				if err != nil {
+					return
+				}
+				seen := time.Now()
+				for _, j := range jobs {
+					got.Store(j.ID, seen.Sub(j.ActivateAt))
+				}
+				taken.Add(int64(len(jobs)))
+			}
+		}()
+	}
+	wg.Wait()
+	obs.mu.Lock()
+	d := append([]time.Duration(nil), obs.d...)
+	obs.mu.Unlock()
+	var all []time.Duration
+	got.Range(func(_, v any) bool { all = append(all, v.(time.Duration)); return true })
+	pct := func(d []time.Duration, p float64) time.Duration {
+		slices.Sort(d)
+		if len(d) == 0 {
+			return 0
+		}
+		return d[min(len(d)-1, int(p*float64(len(d))))]
+	}
+	t.Logf("horizon %s: %d jobs handed to parked takes: lateness p50 %s p99 %s; all %d jobs as the taker saw them: p50 %s p99 %s",
+		horizon, len(d), pct(d, 0.5), pct(d, 0.99), len(all), pct(all, 0.5), pct(all, 0.99))
+}
+
+// TestFarPayloadSegmentKeptForTheOlderSnapshot: a job's payload goes into
+// its bucket when it leaves memory, but a recovery from the older of the two
+// kept snapshots replays records that still point at the payload in the
+// log, so that log segment must stay until both kept snapshots began after
+// the hand-out.
+func TestFarPayloadSegmentKeptForTheOlderSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	putAt(t, b, "q", engine.PutRequest{ID: "j"}, farT0.Add(10*time.Minute))
+	big := make([]byte, 8<<10)
+	for i := 0; i < 20; i++ { // roll the log past the first segment
+		id := fmt.Sprintf("filler%d", i)
+		putAt(t, b, "q", engine.PutRequest{ID: id, Payload: big}, farT0.Add(time.Minute))
+		if err := b.Cancel(ctx, "default", "q", id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	farSnapshot(t, b)
+	farSnapshot(t, b)
+	later := farT0.Add(5 * time.Hour)
+	if _, err := b.Update(ctx, "default", "q", "j", engine.UpdateRequest{At: &later}); err != nil {
+		t.Fatal(err)
+	}
+	if f := farJobs(t, b); f != 1 {
+		t.Fatalf("%d far jobs, want 1", f)
+	}
+	farSnapshot(t, b) // covers the bucket; the older kept one does not
+	snaps := mustList(b)
+	b.skipFinalSnapshot = true
+	b.Close()
+	if len(snaps) != 2 {
+		t.Fatalf("%d snapshots kept", len(snaps))
+	}
+	// the newest snapshot is unusable: recovery falls back to the older
+	if err := os.Remove(snaps[0].Path); err != nil {
+		t.Fatal(err)
+	}
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	j, err := b.Peek(ctx, "default", "q", "j")
+	if err != nil || string(j.Data) != "payload of j" || !j.ActivateAt.Equal(later) {
+		t.Fatalf("job after recovery from the older snapshot: %+v %v", j, err)
+	}
+}
+
+func TestFarJobsListed(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	ctx := context.Background()
+	want := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		id := fmt.Sprintf("near%d", i)
+		putAt(t, b, "q", engine.PutRequest{ID: id, Tags: map[string]string{"k": fmt.Sprint(i % 2)}}, farT0.Add(time.Minute))
+		want[id] = true
+	}
+	for i := 0; i < 25; i++ { // three buckets
+		id := fmt.Sprintf("far%02d", i)
+		putAt(t, b, "q", engine.PutRequest{ID: id, Tags: map[string]string{"k": fmt.Sprint(i % 2)}}, farT0.Add(3*time.Hour+time.Duration(i%3)*time.Hour))
+		want[id] = true
+	}
+	if f := farJobs(t, b); f != 25 {
+		t.Fatalf("%d far jobs", f)
+	}
+	list := func(f engine.Filter) map[string]bool {
+		got := map[string]bool{}
+		cursor := ""
+		for pages := 0; pages < 20; pages++ {
+			res, err := b.List(ctx, "default", "q", engine.ListRequest{Filter: f, Limit: 4, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Jobs) > 4 {
+				t.Fatalf("page of %d jobs", len(res.Jobs))
+			}
+			for _, j := range res.Jobs {
+				if got[j.ID] {
+					t.Fatalf("%s listed twice", j.ID)
+				}
+				if string(j.Data) != "payload of "+j.ID || j.State != engine.StateDelayed {
+					t.Fatalf("listed %+v", j)
+				}
+				got[j.ID] = true
+			}
+			if cursor = res.NextCursor; cursor == "" {
+				return got
+			}
+		}
+		t.Fatal("listing does not end")
+		return nil
+	}
+	if got := list(engine.Filter{}); len(got) != 30 {
+		t.Fatalf("listed %d of 30: %v", len(got), got)
+	}
+	if got := list(engine.Filter{Tags: map[string]string{"k": "1"}}); len(got) != 2+12 {
+		t.Fatalf("listed %d with the tag, want 14", len(got))
+	}
+	if got := list(engine.Filter{States: []engine.State{engine.StateReady}}); len(got) != 0 {
+		t.Fatalf("ready listing shows %v", got)
+	}
+	if _, err := b.List(ctx, "default", "q", engine.ListRequest{Cursor: "far.x.1"}); engine.CodeOf(err) != engine.CodeBadRequest {
+		t.Fatalf("bad far cursor: %v", err)
+	}
+}

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// farOut hands out every candidate, keeping the bucket items by id.
+func farOut(f *fixture) map[string][]byte {
+	out := map[string][]byte{}
+	f.e.FarOut(f.now, 100, func(fj *FarJob) bool {
+		var data []byte
+		if fj.Payload.Len > 0 {
+			data = slices.Clone(f.sink.blob(fj.Payload))
+		}
+		out[fj.ID] = fj.Encode(nil, data)
+		return true
+	})
+	return out
+}
+
+func TestFarOutHandsOutOnlyPlainJobsBeyondTheHorizon(t *testing.T) {
+	f := newFixture(t)
+	f.e.SetFarHorizon(time.Hour)
+	f.put("q", PutRequest{ID: "far", Delay: dur(2 * time.Hour), Tags: map[string]string{"t": "1"}, Payload: []byte("far payload")})
+	f.put("q", PutRequest{ID: "near", Delay: dur(30 * time.Minute)})
+	f.put("q", PutRequest{ID: "keyed", Delay: dur(2 * time.Hour), Key: "k"})
+	f.put("q", PutRequest{ID: "ttl", Delay: dur(2 * time.Hour), TTL: dur(3 * time.Hour)})
+	items := farOut(f)
+	if len(items) != 1 || items["far"] == nil {
+		t.Fatalf("handed out %v, want only the plain far job", items)
+	}
+	if f.e.Jobs() != 3 {
+		t.Fatalf("%d jobs in memory, want 3", f.e.Jobs())
+	}
+	if _, err := f.e.Peek(f.now, "default", "q", "far"); CodeOf(err) != CodeJobNotFound {
+		t.Fatalf("peek of a handed-out job: %v", err)
+	}
+	if c := f.counts("q"); c.Delayed != 4 || f.e.FarCount("default", "q") != 1 {
+		t.Fatalf("counts %+v, far %d: the far job must still count as delayed", c, f.e.FarCount("default", "q"))
+	}
+	// nothing is handed out twice, and a refusal keeps the job
+	if n := f.e.FarOut(f.now, 100, func(*FarJob) bool { t.Fatal("offered again"); return true }); n != 0 {
+		t.Fatal(n)
+	}
+	f.put("q", PutRequest{ID: "refused", Delay: dur(5 * time.Hour)})
+	if n := f.e.FarOut(f.now, 100, func(*FarJob) bool { return false }); n != 0 || !f.e.HasJob("default", "q", "refused") {
+		t.Fatalf("a refused job left memory (%d)", n)
+	}
+}
+
+func TestFarInBringsTheJobBackLoggedAndReplayable(t *testing.T) {
+	f := newFixture(t)
+	f.e.SetFarHorizon(time.Hour)
+	put := f.put("q", PutRequest{ID: "far", Delay: dur(2 * time.Hour), Tags: map[string]string{"t": "1"}, Payload: []byte("far payload")})
+	items := farOut(f)
+	f.tick(90 * time.Minute) // the bucket's window is near
+	ent, err := DecodeEntry(items["far"], 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.e.FarIn(f.now, 12345, ent.Records)
+	if err != nil || n != 1 {
+		t.Fatalf("far in: %d %v", n, err)
+	}
+	f.e.AddFar("default", "q", -1)
+	j := f.peek("q", "far")
+	if j.Seq != put.Seq || !j.ActivateAt.Equal(put.ActivateAt) || j.State != StateDelayed || j.Tags["t"] != "1" {
+		t.Fatalf("job back: %+v", j)
+	}
+	if got := string(f.sink.blob(j.Payload)); got != "far payload" {
+		t.Fatalf("payload back: %q (the far-in record carries it inline)", got)
+	}
+	if c := f.counts("q"); c.Delayed != 1 || f.e.FarCount("default", "q") != 0 {
+		t.Fatalf("counts %+v after far in", c)
+	}
+	// the last logged entry is the far-in record naming its bucket
+	last := f.sink.bodies[len(f.sink.bodies)-1]
+	le, err := DecodeEntry(f.sink.seg[last[0]:last[1]], 1, uint32(last[0]))
+	if err != nil || len(le.Records) != 1 || le.Records[0].Kind != KindFarIn || le.Records[0].FarBucket != 12345 {
+		t.Fatalf("logged %+v %v", le, err)
+	}
+	// taking back a job that is in memory, or of a deleted queue, does nothing
+	if n, err := f.e.FarIn(f.now, 12345, ent.Records); err != nil || n != 0 {
+		t.Fatalf("second far in: %d %v", n, err)
+	}
+	r := f.sink.replay(t, true)
+	r.Advance(f.now)
+	compareEngines(t, f.e, r, f.now)
+	f.tick(time.Hour)
+	if jobs := f.take(10, "q"); len(jobs) != 1 || jobs[0].ID != "far" {
+		t.Fatalf("take when due: %+v", jobs)
+	}
+}
+
+func TestSetFarHorizonNotesJobsAlreadyDelayed(t *testing.T) {
+	f := newFixture(t)
+	f.put("q", PutRequest{ID: "a", Delay: dur(3 * time.Hour)})
+	f.put("q", PutRequest{ID: "b", Delay: dur(10 * time.Minute)})
+	if f.e.FarPending() {
+		t.Fatal("candidates without a horizon")
+	}
+	f.e.SetFarHorizon(time.Hour)
+	if items := farOut(f); len(items) != 1 || items["a"] == nil {
+		t.Fatalf("handed out %v, want a", items)
+	}
+}

@@ -1,0 +1,132 @@
+package farstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func write(t *testing.T, dir string, blocks ...[]string) *File {
+	t.Helper()
+	f, err := Create(dir, 3600000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		items := make([][]byte, len(b))
+		for i, s := range b {
+			items[i] = []byte(s)
+		}
+		if err := f.Append(items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func readAll(path string, size int64) ([]string, error) {
+	var out []string
+	err := Read(path, size, func(_ int64, item []byte) error {
+		out = append(out, string(item))
+		return nil
+	})
+	return out, err
+}
+
+func TestAppendReadAndCutBack(t *testing.T) {
+	dir := t.TempDir()
+	f := write(t, dir, []string{"a", "bb"}, []string{"ccc"})
+	size := f.Size()
+	if err := f.Append([][]byte{[]byte("not covered")}); err != nil {
+		t.Fatal(err)
+	}
+	// the descriptor may be released between writes
+	f.Release()
+	if err := f.Append([][]byte{[]byte("after release")}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err := readAll(f.Path(), -1)
+	if err != nil || fmt.Sprint(got) != "[a bb ccc not covered after release]" {
+		t.Fatalf("read %v %v", got, err)
+	}
+	// reopening at a recorded size cuts what lies beyond
+	g, err := OpenAt(dir, 3600000, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Append([][]byte{[]byte("d")}); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	got, err = readAll(g.Path(), -1)
+	if err != nil || fmt.Sprint(got) != "[a bb ccc d]" {
+		t.Fatalf("after cut back: %v %v", got, err)
+	}
+	if starts, _ := List(dir); len(starts) != 1 || starts[0] != 3600000 {
+		t.Fatalf("list %v", starts)
+	}
+}
+
+func TestDamageNamesFileAndOffset(t *testing.T) {
+	cases := map[string]func(data []byte) []byte{
+		"bit flip in a payload": func(d []byte) []byte { d[len(d)-2] ^= 1; return d },
+		"torn block":            func(d []byte) []byte { return d[:len(d)-3] },
+		"bad header":            func(d []byte) []byte { d[9] ^= 1; return d },
+		"block moved": func(d []byte) []byte {
+			// the second block, copied over the first: same bytes, wrong offset
+			first := HeaderSize + blockHeaderSize + 3 // uvarint(2) "aa"
+			return append(d[:HeaderSize:HeaderSize], d[first:]...)
+		},
+	}
+	for name, damage := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			f := write(t, dir, []string{"aa"}, []string{"bb"})
+			f.Close()
+			data, _ := os.ReadFile(f.Path())
+			data = damage(data)
+			if err := os.WriteFile(f.Path(), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := readAll(f.Path(), int64(len(data)))
+			if name == "torn block" {
+				// a recorded size beyond the file is damage too
+				_, err = readAll(f.Path(), f.Size())
+			}
+			var de *DamageError
+			if !errors.As(err, &de) || !errors.Is(err, ErrDamaged) || de.File != f.Path() {
+				t.Fatalf("read: %v", err)
+			}
+			t.Log(err)
+		})
+	}
+	if _, err := readAll(filepath.Join(t.TempDir(), Name(1)), -1); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestFilterHasNoFalseNegatives(t *testing.T) {
+	var f Filter
+	for i := uint64(0); i < 10000; i++ {
+		f.Add(mix(i))
+	}
+	fp := 0
+	for i := uint64(0); i < 10000; i++ {
+		if !f.MayHave(mix(i)) {
+			t.Fatalf("key %d added but not found", i)
+		}
+		if f.MayHave(mix(i + 1<<40)) {
+			fp++
+		}
+	}
+	if fp > 500 {
+		t.Fatalf("%d false positives in 10000", fp)
+	}
+	t.Logf("%d false positives in 10000, %d bytes for 10000 keys", fp, f.Bytes())
+}

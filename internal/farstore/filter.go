@@ -1,0 +1,80 @@
+package farstore
+
+// Filter answers "may this key be in the bucket?" without reading the
+// bucket: a Bloom filter that grows by adding sub-filters of twice the
+// capacity (a bucket's final size is unknown while it fills), at 12 bits
+// and 8 probes per key, about 0.3 % false positives per sub-filter. A false
+// positive costs one bucket read; there are no false negatives. Removing a
+// key is not possible: a tombstoned job keeps answering "maybe" until its
+// bucket is gone.
+type Filter struct {
+	subs []sub
+}
+
+type sub struct {
+	bits  []uint64
+	n     int
+	limit int
+}
+
+const (
+	filterBitsPerKey = 12
+	filterProbes     = 8
+	filterFirst      = 64
+)
+
+// Add records key (a well-mixed 64-bit hash).
+func (f *Filter) Add(key uint64) {
+	if len(f.subs) == 0 || f.subs[len(f.subs)-1].n >= f.subs[len(f.subs)-1].limit {
+		limit := filterFirst
+		if len(f.subs) > 0 {
+			limit = f.subs[len(f.subs)-1].limit * 2
+		}
+		f.subs = append(f.subs, sub{bits: make([]uint64, (limit*filterBitsPerKey+63)/64), limit: limit})
+	}
+	s := &f.subs[len(f.subs)-1]
+	m := uint64(len(s.bits) * 64)
+	h1, h2 := key, mix(key)|1
+	for i := uint64(0); i < filterProbes; i++ {
+		b := (h1 + i*h2) % m
+		s.bits[b/64] |= 1 << (b % 64)
+	}
+	s.n++
+}
+
+// MayHave reports whether key may have been added.
+func (f *Filter) MayHave(key uint64) bool {
+	h1, h2 := key, mix(key)|1
+outer:
+	for i := range f.subs {
+		s := &f.subs[i]
+		m := uint64(len(s.bits) * 64)
+		for j := uint64(0); j < filterProbes; j++ {
+			b := (h1 + j*h2) % m
+			if s.bits[b/64]&(1<<(b%64)) == 0 {
+				continue outer
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// Bytes is the memory the filter holds.
+func (f *Filter) Bytes() int {
+	n := 0
+	for i := range f.subs {
+		n += len(f.subs[i].bits) * 8
+	}
+	return n
+}
+
+// mix is splitmix64's finalizer: a second hash from the first.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
