@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,18 +27,7 @@ type memberStatus struct {
 	Removed  string   `json:"removed"`
 }
 
-func (n *node) memberStatus() (memberStatus, error) {
-	var st memberStatus
-	resp, err := client.Get("http://" + n.admin + "/cluster/status")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return st, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
+func (n *node) memberStatus() (memberStatus, error) { return adminStatus[memberStatus](n) }
 
 func (st memberStatus) roles() string {
 	var parts []string

@@ -21,18 +21,7 @@ type snapStatus struct {
 	Installed uint64 `json:"snapshots_installed"`
 }
 
-func (n *node) snapStatus() (snapStatus, error) {
-	var st snapStatus
-	resp, err := client.Get("http://" + n.admin + "/cluster/status")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return st, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
+func (n *node) snapStatus() (snapStatus, error) { return adminStatus[snapStatus](n) }
 
 // firstSegment is the number of the oldest log segment in a node's data
 // directory.

@@ -268,11 +268,9 @@ func (s *Server) Stats() Stats {
 		PanicsWS: s.panicsWS.Load(), PanicsSSE: s.panicsSSE.Load()}
 }
 
-// Shutdown disconnects every client with code 4001 (reconnect: the server
-// is restarting) and waits until their connections are gone and the jobs
-// pushed to consumers are given back. Call it before closing the broker.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.closed.Store(true)
+// disconnectAll closes every connection open now with why and answers
+// how many it closed.
+func (s *Server) disconnectAll(why disconnectReason) int {
 	s.mu.Lock()
 	all := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
@@ -280,8 +278,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, c := range all {
-		c.disconnect(discShutdown)
+		c.disconnect(why)
 	}
+	return len(all)
+}
+
+// Shutdown disconnects every client with code 4001 (reconnect: the server
+// is restarting) and waits until their connections are gone and the jobs
+// pushed to consumers are given back. Call it before closing the broker.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closed.Store(true)
+	s.disconnectAll(discShutdown)
 	done := make(chan struct{})
 	go func() {
 		for s.active.Load() > 0 && ctx.Err() == nil {
