@@ -221,6 +221,33 @@ func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (
 	})
 }
 
+// PutQueued hands a put to the loop and returns without waiting for it;
+// wait gives its durable answer (once). Puts queued one after another by
+// one goroutine run in that order, since the loop takes requests first come,
+// first served: a connection can have several puts in flight, pipelined
+// behind one another, and still have its jobs numbered in the order it sent
+// them. req.Payload must stay unchanged until wait returns.
+func (b *Broker) PutQueued(ctx context.Context, ns, q string, req engine.PutRequest) (wait func() (engine.PutResult, error)) {
+	fail := func(err error) func() (engine.PutResult, error) {
+		return func() (engine.PutResult, error) { return engine.PutResult{}, err }
+	}
+	if b.closing.Load() {
+		return fail(errClosed)
+	}
+	r := &request{done: make(chan struct{})}
+	r.fn = func(now time.Time) (any, error) { return b.eng.Put(now, ns, q, req) }
+	if err := b.submit(ctx, r); err != nil {
+		return fail(err)
+	}
+	return func() (engine.PutResult, error) {
+		<-r.done
+		if r.err != nil {
+			return engine.PutResult{}, r.err
+		}
+		return r.res.(engine.PutResult), nil
+	}
+}
+
 // PutBatch enqueues jobs atomically.
 func (b *Broker) PutBatch(ctx context.Context, ns, q string, reqs []engine.PutRequest) ([]engine.PutResult, error) {
 	return call(b, ctx, func(now time.Time) ([]engine.PutResult, error) {

@@ -184,3 +184,34 @@ func BenchmarkRawPwriteFdatasync(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadAt is a checked payload read of a committed frame, as a
+// take that answers the job's payload does it.
+//
+//	go test -run x -bench ReadAt -benchmem ./internal/wal/
+func BenchmarkReadAt(b *testing.B) {
+	l, err := Open(b.TempDir(), Options{Sync: SyncNever, Logger: quietLogger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Replay(Position{}, func(Position, []byte) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 200)
+	var last Position
+	for range 64 {
+		if last, err = l.Append(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.ReadAt(last.Segment, last.Offset+FrameHeaderSize+50, 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -92,7 +92,7 @@ func (l *Log) readChecked(seg uint32, off uint32, n uint32) (b, frame []byte, st
 		mark  int64 = -1
 		salt  uint32
 		size  int64
-		path  = filepath.Join(l.dir, segmentName(seg))
+		path  string // named lazily: only a damage report needs it
 		found = m != nil
 	)
 	if m != nil {
@@ -112,6 +112,9 @@ func (l *Log) readChecked(seg uint32, off uint32, n uint32) (b, frame []byte, st
 		return nil, nil, 0, fmt.Errorf("wal: read %d bytes at offset %d of segment %d: the segment table changed during the read", n, off, seg)
 	}
 	damage := func(at, end int64, reason string) error {
+		if path == "" {
+			path = filepath.Join(l.dir, segmentName(seg))
+		}
 		err := &DamageError{File: path, Segment: seg, Offset: off, Len: n, FrameOffset: at, FrameEnd: end, Reason: reason}
 		if l.opts.OnDamage != nil {
 			l.opts.OnDamage(err)

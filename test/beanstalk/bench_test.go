@@ -1,6 +1,7 @@
 package beanstalk_test
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -24,7 +25,8 @@ import (
 )
 
 // The throughput comparison of the issue: put and put+reserve+delete with
-// 8 and 64 go-beanstalk connections and 100-byte bodies, chronoq (fsync
+// 8 and 64 go-beanstalk connections and 100-byte bodies (and put16: 16
+// puts pipelined per write over a raw connection), chronoq (fsync
 // before every answer, group commit) against beanstalkd -b DIR -f0
 // (fsync every write) and beanstalkd without a binlog, each server a
 // separate process on a fresh directory, the three run one after the
@@ -53,7 +55,7 @@ func TestBenchmarkAB(t *testing.T) {
 		conns int
 	}
 	var configs []config
-	for _, w := range filter([]string{"put", "put+reserve+delete"}, os.Getenv("CHRONOQ_BEANSTALK_BENCH_WORK")) {
+	for _, w := range filter([]string{"put", "put+reserve+delete", "put16"}, os.Getenv("CHRONOQ_BEANSTALK_BENCH_WORK")) {
 		for _, n := range filter([]string{"8", "64"}, os.Getenv("CHRONOQ_BEANSTALK_BENCH_CONNS")) {
 			conns, _ := strconv.Atoi(n)
 			configs = append(configs, config{w, conns})
@@ -194,6 +196,42 @@ func drive(t *testing.T, addr, work string, n int, d time.Duration) float64 {
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	for i := 0; i < n; i++ {
+		if work == "put16" {
+			// 16 puts in one write, then their 16 answers: a client
+			// that pipelines (go-beanstalk does not).
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := []byte(strings.Repeat("put 1024 0 60 100\r\n"+string(body)+"\r\n", 16))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := nc.Write(batch); err != nil {
+						failed.Store(err)
+						return
+					}
+					for range 16 {
+						if l, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(l, "INSERTED ") {
+							failed.Store(fmt.Errorf("answer %q: %v", l, err))
+							return
+						}
+					}
+					if counting.Load() {
+						done.Add(16)
+					}
+				}
+			}()
+			continue
+		}
 		c, err := bs.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)

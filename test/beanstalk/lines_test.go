@@ -1,6 +1,7 @@
 package beanstalk_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,35 @@ func TestQuit(t *testing.T) {
 		c.send("use a\r\nquit\r\nuse b\r\n")
 		c.expect("USING a\r\n")
 		c.closed()
+	})
+}
+
+// Pipelined puts are answered in order, numbered in the order sent, and
+// interleave correctly with the commands between them (a tube switch, bad
+// puts, a reserve); the jobs come back in the order they were put.
+func TestPipelinedPuts(t *testing.T) {
+	eachWith(t, serverOpts{durable: true, maxJob: 100}, func(t *testing.T, s *target) {
+		c := s.dial()
+		var req, want strings.Builder
+		for i := 0; i < 30; i++ {
+			switch i {
+			case 10:
+				req.WriteString("use other\r\n")
+				want.WriteString("USING other\r\n")
+			case 15:
+				req.WriteString("put 0 0 10 3 x\r\n")
+				want.WriteString("BAD_FORMAT\r\n")
+			case 20:
+				req.WriteString("put 0 0 10 200\r\n" + strings.Repeat("z", 200) + "\r\n")
+				want.WriteString("JOB_TOO_BIG\r\n")
+			}
+			body := fmt.Sprint("job", i)
+			fmt.Fprintf(&req, "put 0 0 10 %d\r\n%s\r\n", len(body), body)
+			fmt.Fprintf(&want, "INSERTED %d\r\n", i+1)
+		}
+		req.WriteString("watch other\r\nignore default\r\nreserve-with-timeout 0\r\n")
+		want.WriteString("WATCHING 2\r\nWATCHING 1\r\nRESERVED 11 5\r\njob10\r\n")
+		c.send(req.String())
+		c.expect(want.String())
 	})
 }

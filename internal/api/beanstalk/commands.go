@@ -63,6 +63,11 @@ func (c *conn) dispatch(raw []byte) bool {
 		c.send(msgBadFormat)
 		return true
 	}
+	if o != opPut {
+		// Queued puts go first: their effects and answers precede
+		// this command's.
+		c.settlePuts()
+	}
 	ns := c.s.opts.Namespace
 	switch o {
 	case opPut:
@@ -345,6 +350,17 @@ func (c *conn) put(arg string) bool {
 	if d > 0 {
 		req.Delay = &d
 	}
+	if c.r.Buffered() > 0 && int64(size) <= queuedPutMax && len(c.queued) < maxQueuedPuts && c.queuedBytes+int(size) <= maxQueuedBytes {
+		// The client pipelines: more commands arrived behind this one.
+		// Start the put and read on, so the puts in this read share one
+		// loop turn and one fdatasync instead of one each; their answers
+		// go out in order (settlePuts) before any other answer.
+		req.Payload = append([]byte(nil), req.Payload...)
+		c.queued = append(c.queued, c.s.b.PutQueued(c.ctx, c.s.opts.Namespace, c.use.queue, req))
+		c.queuedBytes += int(size)
+		return true
+	}
+	c.settlePuts()
 	res, err := c.s.b.Put(c.ctx, c.s.opts.Namespace, c.use.queue, req)
 	if engine.CodeOf(err) == engine.CodePayloadTooLarge && c.raiseTubeLimit() {
 		res, err = c.s.b.Put(c.ctx, c.s.opts.Namespace, c.use.queue, req)
@@ -352,6 +368,38 @@ func (c *conn) put(arg string) bool {
 	if cap(c.body) > keepBody {
 		c.body = nil // an odd large job should not pin its buffer
 	}
+	c.answerPut(res, err)
+	return true
+}
+
+// Bounds of the puts a connection has in flight at once (see put). A put
+// larger than the default queue payload limit is never queued: it may need
+// the tube's limit raised first (raiseTubeLimit), which a queued put, already
+// handed to the loop, cannot wait for.
+const (
+	maxQueuedPuts  = 256
+	maxQueuedBytes = 4 << 20
+)
+
+var queuedPutMax = int64(engine.DefaultQueueConfig().MaxPayload)
+
+// settlePuts waits for the queued puts, in the order they were sent, and
+// queues their answers.
+func (c *conn) settlePuts() {
+	if len(c.queued) == 0 {
+		return
+	}
+	q := c.queued
+	c.queued, c.queuedBytes = nil, 0 // the answers below must not settle again
+	for _, wait := range q {
+		c.answerPut(wait())
+	}
+	clear(q)
+	c.queued = q[:0]
+}
+
+// answerPut queues the answer to a put.
+func (c *conn) answerPut(res engine.PutResult, err error) {
 	if err != nil {
 		switch engine.CodeOf(err) {
 		case engine.CodePayloadTooLarge:
@@ -371,10 +419,9 @@ func (c *conn) put(arg string) bool {
 			c.s.lg.Warn("beanstalk: put failed", "tube", c.use.name, "err", err)
 			c.send(msgInternalError)
 		}
-		return true
+		return
 	}
 	c.sendNum("INSERTED", res.Seq)
-	return true
 }
 
 // delete removes a job this connection reserved, or any job that is

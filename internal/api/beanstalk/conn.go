@@ -15,8 +15,10 @@ import (
 )
 
 // A conn is one client connection, served by one goroutine: commands are
-// read, run and answered strictly in order (pipelined commands wait their
-// turn); answers are flushed before the connection reads again.
+// read, run and answered strictly in order; answers are flushed before the
+// connection reads again. The one overlap: puts pipelined in one read are
+// all handed to the broker before the first is awaited (they share a loop
+// turn and an fdatasync), and anything else waits until they are answered.
 type conn struct {
 	s   *Server
 	nc  net.Conn
@@ -38,6 +40,11 @@ type conn struct {
 
 	body []byte // put body buffer, reused: the broker copies payloads
 	out  []byte // scratch for answer lines
+
+	// queued are puts started but not yet answered (pipelined puts, see
+	// put): every answer waits for them (settlePuts).
+	queued      []func() (engine.PutResult, error)
+	queuedBytes int
 }
 
 type tubeRef struct {
@@ -97,6 +104,7 @@ type sockReader struct {
 	nc      net.Conn
 	w       *bufio.Writer
 	idle    time.Duration   // Options.IdleTimeout
+	settle  func()          // queues the answers of puts in flight
 	flushed func(time.Time) // after the buffered answers left
 	pending []byte
 	err     error
@@ -108,6 +116,9 @@ func (r *sockReader) Read(p []byte) (int, error) {
 		r.pending = r.pending[n:]
 		return n, nil
 	}
+	// Nothing may wait behind a read that can block: not the answers
+	// already queued, nor those of the puts in flight.
+	r.settle()
 	if r.w.Buffered() > 0 {
 		if err := r.w.Flush(); err != nil {
 			return 0, err
@@ -133,6 +144,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, ctx: s.ctx, resv: map[uint64]*reservation{}}
 	c.w = bufio.NewWriterSize(nc, bufSize)
 	c.sr.nc, c.sr.w, c.sr.idle, c.sr.flushed = nc, c.w, s.opts.IdleTimeout, c.settle
+	c.sr.settle = c.settlePuts
 	c.r = bufio.NewReaderSize(&c.sr, bufSize)
 	def := tubeRef{name: "default", queue: "default"}
 	if q, ok := queueOf("default"); ok {
@@ -159,11 +171,13 @@ func (c *conn) serve() {
 			return
 		case httpLine(line):
 			// Earlier commands keep their answers; this line gets none.
+			c.settlePuts()
 			_ = c.w.Flush()
 			c.s.noteCrossProtocol(c.nc.RemoteAddr())
 			return
 		default:
 			if !c.dispatch(line) {
+				c.settlePuts()
 				_ = c.w.Flush()
 				return
 			}
@@ -203,10 +217,14 @@ func (c *conn) close() {
 }
 
 // send queues a fixed answer.
-func (c *conn) send(msg string) { _, _ = c.w.WriteString(msg) }
+func (c *conn) send(msg string) {
+	c.settlePuts()
+	_, _ = c.w.WriteString(msg)
+}
 
 // sendNum queues "WORD n\r\n".
 func (c *conn) sendNum(word string, n uint64) {
+	c.settlePuts()
 	b := append(c.out[:0], word...)
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, n, 10)
@@ -217,6 +235,7 @@ func (c *conn) sendNum(word string, n uint64) {
 
 // sendJob queues "WORD id bytes\r\n<data>\r\n".
 func (c *conn) sendJob(word string, id uint64, data []byte) {
+	c.settlePuts()
 	b := append(c.out[:0], word...)
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, id, 10)
@@ -231,6 +250,7 @@ func (c *conn) sendJob(word string, id uint64, data []byte) {
 
 // sendData queues "OK bytes\r\n<yaml>\r\n".
 func (c *conn) sendData(yaml []byte) {
+	c.settlePuts()
 	b := append(c.out[:0], "OK "...)
 	b = strconv.AppendInt(b, int64(len(yaml)), 10)
 	b = append(b, '\r', '\n')

@@ -49,6 +49,10 @@
 //     reserve. Input pipelined behind a waiting reserve is read up to
 //     1 MiB (maxPending); past it the server stops reading, which pushes
 //     back on the client through TCP.
+//   - Puts pipelined behind one another (already read when the one
+//     before them is) are made durable together: up to 256 of them, 4 MiB
+//     of bodies, are in flight at once per connection, numbered and
+//     answered in the order sent; any other command waits for them.
 //   - A line that looks like HTTP (starting with an upper-case HTTP
 //     method and a space — "GET ", "POST ", "PUT ", "OPTIONS " … —, any
 //     "METHOD target HTTP/1.x" request line, or a Host header) closes the

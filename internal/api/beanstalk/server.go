@@ -21,6 +21,9 @@ import (
 // implements it). Every call is answered after its effects are durable.
 type Backend interface {
 	Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error)
+	// PutQueued starts a put and returns at once; puts started one after
+	// another run in that order. wait gives the durable answer.
+	PutQueued(ctx context.Context, ns, q string, req engine.PutRequest) (wait func() (engine.PutResult, error))
 	Take(ctx context.Context, ns string, req engine.TakeRequest, wait time.Duration) ([]engine.Job, error)
 	TakeBest(ctx context.Context, ns string, queues []string) ([]engine.Job, error)
 	ReserveJob(ctx context.Context, ns, q, id string, ttr *time.Duration) (engine.Job, error)
