@@ -69,21 +69,28 @@ func (c *chronoqConn) Close() error {
 
 // do sends one request and answers the body of a 2xx response.
 func (c *chronoqConn) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	return doHTTP(ctx, c.hc, c.t.token, method, c.t.base+path, body)
+}
+
+// doHTTP sends one request (JSON body if any, the bearer token if any)
+// and answers the body of a 2xx response; anything else is an error
+// naming the request and the answer.
+func doHTTP(ctx context.Context, hc *http.Client, token, method, url string, body []byte) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.t.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.t.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.t.token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +100,7 @@ func (c *chronoqConn) do(ctx context.Context, method, path string, body []byte) 
 		return nil, err
 	}
 	if resp.StatusCode >= 300 {
-		return nil, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(data)))
+		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, strings.TrimSpace(string(data)))
 	}
 	return data, nil
 }

@@ -116,27 +116,7 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	base := "http://" + cfg.Addr
 	admin := "http://" + cfg.AdminAddr
 	do := func(ctx context.Context, method, url string, body []byte) ([]byte, error) {
-		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		if cfg.Token != "" {
-			req.Header.Set("Authorization", "Bearer "+cfg.Token)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode >= 300 {
-			return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, strings.TrimSpace(string(data)))
-		}
-		return data, nil
+		return doHTTP(ctx, hc, cfg.Token, method, url, body)
 	}
 
 	// fill
