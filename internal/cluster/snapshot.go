@@ -850,7 +850,7 @@ func (n *Node) SnapshotItems(index uint64, fn func(item []byte) error) error {
 
 // setCheckpoint makes ck the member's newest snapshot.
 func (n *Node) setCheckpoint(ck *checkpoint) {
-	n.setCheckpoint(ck)
+	n.snap.ckpt = ck
 	n.sendable.Store(ck)
 }
 

@@ -59,10 +59,17 @@ const (
 	peerQueue        = 4096
 )
 
-// maxPeerFrame bounds one message or snapshot item: raft batches entries
-// up to MaxSizePerMsg (1 MiB), but a single entry (a large batch put) may
-// be bigger. A variable so tests can lower it.
-var maxPeerFrame = 256 << 20
+// maxPeerFrame bounds one message or snapshot item by default: raft
+// batches entries up to MaxSizePerMsg (1 MiB), but a single entry (a
+// large batch put) may be bigger.
+const maxPeerFrame = 256 << 20
+
+func (t *Transport) maxFrame() uint64 {
+	if t.cfg.MaxMessage > 0 {
+		return uint64(t.cfg.MaxMessage)
+	}
+	return maxPeerFrame
+}
 
 // TransportConfig configures the peer transport of member ID.
 type TransportConfig struct {
@@ -101,6 +108,9 @@ type TransportConfig struct {
 	// SnapshotDir is where snapshots received from a leader are written
 	// before raft sees them (os.TempDir() when empty).
 	SnapshotDir string
+	// MaxMessage bounds one received message or snapshot item (0:
+	// maxPeerFrame, 256 MiB).
+	MaxMessage int
 }
 
 // Transport sends raft messages to peers over TCP and delivers what they
@@ -734,8 +744,8 @@ func (t *Transport) receive(c net.Conn, from uint64) error {
 			return err
 		}
 		size := binary.LittleEndian.Uint32(n[:])
-		if uint64(size) > uint64(maxPeerFrame) {
-			return fmt.Errorf("message of %d bytes, more than %d", size, maxPeerFrame)
+		if uint64(size) > t.maxFrame() {
+			return fmt.Errorf("message of %d bytes, more than %d", size, t.maxFrame())
 		}
 		if cap(buf) < int(size) {
 			buf = make([]byte, size)
@@ -845,8 +855,8 @@ func (t *Transport) receiveSnapshot(c net.Conn, r *bufio.Reader, m *raftpb.Messa
 			return fmt.Errorf("item %d of %d: %w", i, d.items, err)
 		}
 		l := binary.LittleEndian.Uint32(n[:])
-		if uint64(l) > uint64(maxPeerFrame) {
-			return fmt.Errorf("item %d of %d bytes, more than %d", i, l, maxPeerFrame)
+		if uint64(l) > t.maxFrame() {
+			return fmt.Errorf("item %d of %d bytes, more than %d", i, l, t.maxFrame())
 		}
 		if total += uint64(l); total > d.bytes {
 			return fmt.Errorf("items beyond the %d bytes the descriptor says", d.bytes)
