@@ -204,6 +204,21 @@ func (b *Broker) SnapshotItems(index uint64, fn func(item []byte) error) error {
 	return b.cl.node.SnapshotItems(index, fn)
 }
 
+// SnapshotFailed tells the member that streaming a snapshot to peer to
+// broke off, so raft sends it again (after a heartbeat) instead of
+// waiting for the snapshot timeout.
+func (b *Broker) SnapshotFailed(to uint64) {
+	if b.cl == nil {
+		return
+	}
+	go func() {
+		select {
+		case b.cl.ctl <- func() { b.cl.node.SnapshotFailed(to) }:
+		case <-b.done:
+		}
+	}()
+}
+
 // PeerDown tells the member that peer id's connection ended (its process
 // died, typically). If id was the leader, the member forgets it and, after
 // a pause that grows with its rank among the other members (so that

@@ -100,7 +100,7 @@ func (n *tcpNet) open(t *testing.T, dir string, id uint64) *Broker {
 			}
 			return b.SnapshotItems(index, fn)
 		},
-		SnapshotDir: mdir, MaxMessage: n.maxMsg,
+		SnapshotDir: mdir, MaxMessage: n.maxMsg, OnSnapshotFailed: b.SnapshotFailed,
 	})
 	if err != nil {
 		b.Close()
@@ -251,4 +251,40 @@ func TestClusterSnapshotLeaderDiesMidTransfer(t *testing.T) {
 	}
 	nl := n.leader(t, old)
 	caughtUp(t, n, nl, lagger)
+}
+
+// A transfer that breaks off while the leader lives is reported failed and
+// sent again: the follower catches up from the same leader, having
+// installed nothing of the broken one.
+func TestClusterSnapshotTransferRetried(t *testing.T) {
+	dir := t.TempDir()
+	n := newTCPNet(t, 1100<<10)
+	for id := uint64(1); id <= 3; id++ {
+		n.open(t, dir, id)
+	}
+	lead := n.leader(t, 0)
+	var calls atomic.Int32
+	n.items = func(id, index uint64, fn func([]byte) error) error {
+		b := n.members[id]
+		if calls.Add(1) > 1 {
+			return b.SnapshotItems(index, fn)
+		}
+		sent := 0
+		return b.SnapshotItems(index, func(item []byte) error {
+			if sent == 2 {
+				return errors.New("disk hiccup")
+			}
+			sent++
+			return fn(item)
+		})
+	}
+	lagger := fillBehind(t, n, lead)
+	n.setDown(lagger, false)
+	caughtUp(t, n, lead, lagger)
+	if c := calls.Load(); c < 2 {
+		t.Fatalf("%d snapshot transfers, want the broken one and a retry", c)
+	}
+	if o, _ := n.members[lagger].ClusterStatus(); o.SnapshotsInstalled != 1 {
+		t.Fatalf("the follower installed %d snapshots, want 1", o.SnapshotsInstalled)
+	}
 }

@@ -366,6 +366,16 @@ func (n *Node) snapTick() {
 	}
 }
 
+// SnapshotFailed reports that a snapshot sent to follower id did not
+// arrive (the transport's stream broke off): raft sends it again.
+func (n *Node) SnapshotFailed(id uint64) {
+	if _, ok := n.snap.sent[id]; !ok || !n.leader {
+		return
+	}
+	delete(n.snap.sent, id)
+	n.rn.ReportSnapshot(id, raft.SnapshotFailure)
+}
+
 // noteSnapMessages remembers the snapshots sent, for snapTick.
 func (n *Node) noteSnapMessages(msgs []raftpb.Message) {
 	for i := range msgs {

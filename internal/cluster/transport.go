@@ -108,6 +108,9 @@ type TransportConfig struct {
 	// SnapshotDir is where snapshots received from a leader are written
 	// before raft sees them (os.TempDir() when empty).
 	SnapshotDir string
+	// OnSnapshotFailed, when set, is told that streaming a snapshot to
+	// peer to broke off (Node.SnapshotFailed: raft sends it again).
+	OnSnapshotFailed func(to uint64)
 	// MaxMessage bounds one received message or snapshot item (0:
 	// maxPeerFrame, 256 MiB).
 	MaxMessage int
@@ -447,6 +450,9 @@ func (t *Transport) pump(c net.Conn, p *peerOut) error {
 			}
 			if isSnapDesc(&m) {
 				if err := t.sendSnapshot(c, w, &m); err != nil {
+					if t.cfg.OnSnapshotFailed != nil {
+						t.cfg.OnSnapshotFailed(m.To)
+					}
 					return err
 				}
 			}

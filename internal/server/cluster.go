@@ -241,7 +241,7 @@ func (p *clusterPart) start(s *Server) error {
 	tcfg := cluster.TransportConfig{
 		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: peers, Secret: p.cfg.Secret, Advertise: adv,
 		Deliver: s.b.Receive, OnPeerDown: s.b.PeerDown, OnRemoved: s.b.PeerRemovedMe, Logger: s.lg,
-		SnapshotItems: s.b.SnapshotItems, SnapshotDir: s.cfg.DataDir,
+		SnapshotItems: s.b.SnapshotItems, SnapshotDir: s.cfg.DataDir, OnSnapshotFailed: s.b.SnapshotFailed,
 	}
 	if src := s.certs[peerLink]; src != nil {
 		// Loaded per connection: a SIGHUP reload (ReloadTLS) applies to
