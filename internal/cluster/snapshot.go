@@ -117,7 +117,8 @@ const (
 	// snapDescVersion: the descriptor a streaming leader sends: magic u8,
 	// version u8, time i64, items u32, item bytes u64, membership length
 	// u32, membership. On the wire the MsgSnap is followed by items ×
-	// (length u32, engine entry) and a CRC-32C of those (transport.go).
+	// (length u32, engine entry) and a CRC-32C of the descriptor and those
+	// (transport.go).
 	snapDescVersion = 2
 	// snapLocalVersion: what the follower's transport hands raft once the
 	// items are in a local file: the descriptor with this version, then
@@ -998,7 +999,10 @@ func snapItems(data []byte, fn func(item []byte) error) (t int64, mem membership
 		if l > uint32(maxPeerFrame) || total > d.bytes {
 			return 0, mem, fmt.Errorf("received snapshot %s: item %d of %d bytes exceeds its limits", d.path, i, l)
 		}
-		buf = append(buf[:0], make([]byte, l)...)
+		if cap(buf) < int(l) {
+			buf = make([]byte, l)
+		}
+		buf = buf[:l]
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return 0, mem, fmt.Errorf("received snapshot %s: item %d of %d: %w", d.path, i, d.items, err)
 		}

@@ -27,32 +27,37 @@ func streamItems(n int) [][]byte {
 }
 
 // snapStream is what a leader writes after the MsgSnap: items × (length,
-// item), then the CRC-32C of those frames.
+// item); receiveFrom appends the CRC-32C of the descriptor and those.
 func snapStream(items [][]byte) (stream []byte, bytes uint64) {
 	for _, it := range items {
 		stream = binary.LittleEndian.AppendUint32(stream, uint32(len(it)))
 		stream = append(stream, it...)
 		bytes += uint64(len(it))
 	}
-	return binary.LittleEndian.AppendUint32(stream, crc32.Checksum(stream, castagnoli)), bytes
+	return stream, bytes
 }
 
-// receiveFrom runs receiveSnapshot on a descriptor and the stream that
-// follows it.
-func receiveFrom(t *testing.T, dir string, d snapDesc, stream []byte) (raftpb.Message, error) {
+// receiveFrom runs receiveSnapshot on a descriptor and the item frames
+// that follow it with their CRC, passed through damage (if set).
+func receiveFrom(t *testing.T, dir string, d snapDesc, frames []byte, damage func([]byte) []byte) (raftpb.Message, error) {
 	t.Helper()
 	tr := &Transport{cfg: TransportConfig{SnapshotDir: dir, MaxMessage: 1 << 10}}
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	go func() {
-		a.Write(stream)
-		a.Close()
-	}()
 	mem := newMembership()
 	d.mem = mem.encode()
 	m := raftpb.Message{Type: raftpb.MsgSnap, From: 1, To: 2, Snapshot: &raftpb.Snapshot{
 		Metadata: raftpb.SnapshotMetadata{Index: 50, Term: 2}, Data: appendSnapDesc(nil, snapDescVersion, d)}}
+	crc := crc32.Update(crc32.Checksum(m.Snapshot.Data, castagnoli), castagnoli, frames)
+	stream := binary.LittleEndian.AppendUint32(bytes.Clone(frames), crc)
+	if damage != nil {
+		stream = damage(stream)
+	}
+	go func() {
+		a.Write(stream)
+		a.Close()
+	}()
 	err := tr.receiveSnapshot(b, bufio.NewReader(b), &m)
 	return m, err
 }
@@ -72,7 +77,7 @@ func TestReceiveSnapshotWritesCheckedFile(t *testing.T) {
 	dir := t.TempDir()
 	items := streamItems(20)
 	stream, size := snapStream(items)
-	m, err := receiveFrom(t, dir, snapDesc{time: 77, items: uint32(len(items)), bytes: size}, stream)
+	m, err := receiveFrom(t, dir, snapDesc{time: 77, items: uint32(len(items)), bytes: size}, stream, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,31 +119,37 @@ func TestReceiveSnapshotRefusesBadStreams(t *testing.T) {
 	items := streamItems(10)
 	good, size := snapStream(items)
 	desc := snapDesc{time: 1, items: uint32(len(items)), bytes: size}
-	flip := func(b []byte, at int) []byte {
-		b = bytes.Clone(b)
-		b[at] ^= 0x40
-		return b
+	flip := func(at int) func([]byte) []byte {
+		return func(b []byte) []byte {
+			if at < 0 {
+				at += len(b)
+			}
+			b[at] ^= 0x40
+			return b
+		}
 	}
+	cut := func(b []byte) []byte { return b[:len(b)/2] }
 	garbage, gsize := snapStream(append(streamItems(3), []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF}))
 	huge, hsize := snapStream([][]byte{append(items[0], make([]byte, 2<<10)...)})
 	cases := []struct {
 		name   string
 		d      snapDesc
 		stream []byte
+		damage func([]byte) []byte
 		want   string
 	}{
-		{"bad checksum", desc, flip(good, len(good)-1), "checksum"},
-		{"flipped item byte", desc, flip(good, 6), ""},
-		{"garbage item", snapDesc{items: 4, bytes: gsize}, garbage, "item 3"},
-		{"item over the message limit", snapDesc{items: 1, bytes: hsize}, huge, "more than"},
-		{"more bytes than the descriptor", snapDesc{items: desc.items, bytes: size - 1}, good, "beyond"},
-		{"cut off", desc, good[:len(good)/2], "item"},
-		{"fewer items than the descriptor", snapDesc{items: desc.items + 1, bytes: size + 100}, good, ""},
+		{"bad checksum", desc, good, flip(-1), "checksum"},
+		{"flipped byte in an item", desc, good, flip(5), "checksum"}, // its time: still decodes
+		{"garbage item", snapDesc{items: 4, bytes: gsize}, garbage, nil, "item 3"},
+		{"item over the message limit", snapDesc{items: 1, bytes: hsize}, huge, nil, "more than"},
+		{"more bytes than the descriptor", snapDesc{items: desc.items, bytes: size - 1}, good, nil, "beyond"},
+		{"cut off", desc, good, cut, "item"},
+		{"fewer items than the descriptor", snapDesc{items: desc.items + 1, bytes: size + 100}, good, nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := receiveFrom(t, dir, c.d, c.stream)
+			_, err := receiveFrom(t, dir, c.d, c.stream, c.damage)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one saying %q", err, c.want)
 			}

@@ -47,7 +47,7 @@ import (
 // snapshot") is followed by the snapshot's items, each u32 length ‖
 // engine entry (at most maxPeerFrame bytes; a leader writes items of about
 // 1 MiB, or a quarter of its segment size if smaller, or one job if larger),
-// then u32 CRC-32C of those item frames. The receiver writes them to a file
+// then u32 CRC-32C of the descriptor and those item frames. The receiver writes them to a file
 // in TransportConfig.SnapshotDir and delivers the message only once count,
 // bytes and CRC match.
 //
@@ -789,8 +789,8 @@ func isSnapDesc(m *raftpb.Message) bool {
 // snapItemTimeout bounds the wait for one snapshot item on either side.
 const snapItemTimeout = 30 * time.Second
 
-// sendSnapshot streams the items of the snapshot m describes, then their
-// CRC. An error ends the connection: the follower drops what it received.
+// sendSnapshot streams the items of the snapshot m describes, then the
+// CRC of its descriptor and them. An error ends the connection: the follower drops what it received.
 func (t *Transport) sendSnapshot(c net.Conn, w *bufio.Writer, m *raftpb.Message) error {
 	if t.cfg.SnapshotItems == nil {
 		return errors.New("snapshot descriptor without a snapshot source")
@@ -799,7 +799,7 @@ func (t *Transport) sendSnapshot(c net.Conn, w *bufio.Writer, m *raftpb.Message)
 	if err != nil {
 		return fmt.Errorf("send snapshot at entry %d: %w", m.Snapshot.Metadata.Index, err)
 	}
-	crc := uint32(0)
+	crc := crc32.Checksum(m.Snapshot.Data, castagnoli)
 	var count uint32
 	var n [4]byte
 	err = t.cfg.SnapshotItems(m.Snapshot.Metadata.Index, func(item []byte) error {
@@ -851,7 +851,8 @@ func (t *Transport) receiveSnapshot(c net.Conn, r *bufio.Reader, m *raftpb.Messa
 		}
 	}()
 	fw := bufio.NewWriterSize(f, 64<<10)
-	crc := uint32(0)
+	crc := uint32(0) // of the item frames, kept for the install
+	wire := crc32.Checksum(m.Snapshot.Data, castagnoli)
 	var total uint64
 	var n [4]byte
 	var buf []byte
@@ -879,6 +880,8 @@ func (t *Transport) receiveSnapshot(c net.Conn, r *bufio.Reader, m *raftpb.Messa
 		}
 		crc = crc32.Update(crc, castagnoli, n[:])
 		crc = crc32.Update(crc, castagnoli, buf)
+		wire = crc32.Update(wire, castagnoli, n[:])
+		wire = crc32.Update(wire, castagnoli, buf)
 		fw.Write(n[:])
 		if _, err := fw.Write(buf); err != nil {
 			return fmt.Errorf("write %s: %w", f.Name(), err)
@@ -888,8 +891,8 @@ func (t *Transport) receiveSnapshot(c net.Conn, r *bufio.Reader, m *raftpb.Messa
 		return fmt.Errorf("checksum: %w", err)
 	}
 	c.SetReadDeadline(time.Time{})
-	if got := binary.LittleEndian.Uint32(n[:]); got != crc || total != d.bytes {
-		return fmt.Errorf("items of %d bytes with checksum %08x, the leader says %d bytes with %08x", total, crc, d.bytes, got)
+	if got := binary.LittleEndian.Uint32(n[:]); got != wire || total != d.bytes {
+		return fmt.Errorf("items of %d bytes with checksum %08x, the leader says %d bytes with %08x", total, wire, d.bytes, got)
 	}
 	if err := fw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", f.Name(), err)
