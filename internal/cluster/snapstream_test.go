@@ -195,3 +195,27 @@ func TestSnapshotDescriptorsFromPeersRefused(t *testing.T) {
 		}
 	}
 }
+
+// Received snapshot files a crash left behind are removed when the
+// transport starts.
+func TestTransportRemovesLeftoverSnapshotFiles(t *testing.T) {
+	dir := t.TempDir()
+	left := filepath.Join(dir, "raft-snapshot-123.recv")
+	other := filepath.Join(dir, "keep.txt")
+	for _, f := range []string{left, other} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := NewTransport(TransportConfig{ID: 1, Peers: map[uint64]string{1: "127.0.0.1:0"}, Secret: []byte("s3cret-s3cret"), Deliver: func(raftpb.Message) {}, SnapshotDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("leftover snapshot file: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("another file was removed: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,6 +162,14 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	listen := cfg.Listen
 	if listen == "" {
 		listen = cfg.Peers[cfg.ID]
+	}
+	if cfg.SnapshotDir != "" {
+		// Left by a receive or an install a crash cut short: nothing reads
+		// them any more (raft asks for the snapshot again).
+		old, _ := filepath.Glob(filepath.Join(cfg.SnapshotDir, "raft-snapshot-*.recv"))
+		for _, f := range old {
+			os.Remove(f)
+		}
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
