@@ -146,7 +146,9 @@ func (n *tcpNet) leader(t *testing.T, except uint64) *Broker {
 
 // fillBehind cuts off a follower of lead and writes until the live state
 // (about 2 MiB of payloads) is well past the transports' message limit
-// and the leader's snapshot covers past the follower.
+// and the leader's snapshot covers past the follower. A put that fails
+// (a leader change on the loaded test machine) is sent again to the
+// leader then.
 func fillBehind(t *testing.T, n *tcpNet, lead *Broker) (lagger uint64) {
 	t.Helper()
 	st, _ := lead.ClusterStatus()
@@ -154,14 +156,18 @@ func fillBehind(t *testing.T, n *tcpNet, lead *Broker) (lagger uint64) {
 	n.setDown(lagger, true)
 	ctx := context.Background()
 	payload := bytes.Repeat([]byte("p"), 8<<10)
-	for i := 0; i < 260; i++ {
+	for i, failed := 0, 0; i < 260; i++ {
 		if _, err := lead.Put(ctx, "default", "q", engine.PutRequest{Payload: append([]byte(fmt.Sprintf("job-%d-", i)), payload...)}); err != nil {
-			t.Fatalf("put %d: %v", i, err)
+			if failed++; failed > 5 {
+				t.Fatalf("put %d: %v", i, err)
+			}
+			lead = n.leader(t, lagger)
+			i--
 		}
 	}
 	lagSt, _ := n.members[lagger].ClusterStatus()
 	waitUntil(t, "a leader snapshot past the cut-off follower", func() bool {
-		st, _ := lead.ClusterStatus()
+		st, _ := n.leader(t, lagger).ClusterStatus()
 		return st.Snapshot > lagSt.Applied
 	})
 	return lagger
@@ -207,10 +213,9 @@ func TestClusterSnapshotLargerThanAMessageReachesFollower(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		n.open(t, dir, id)
 	}
-	lead := n.leader(t, 0)
-	lagger := fillBehind(t, n, lead)
+	lagger := fillBehind(t, n, n.leader(t, 0))
 	n.setDown(lagger, false)
-	caughtUp(t, n, lead, lagger)
+	caughtUp(t, n, n.leader(t, lagger), lagger)
 }
 
 // The leader dies while it streams a snapshot: the follower applies
@@ -221,35 +226,30 @@ func TestClusterSnapshotLeaderDiesMidTransfer(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		n.open(t, dir, id)
 	}
-	lead := n.leader(t, 0)
-	st, _ := lead.ClusterStatus()
-	old := st.ID
-	var broke atomic.Bool
+	// The first member to stream a snapshot dies after three items.
+	var dead atomic.Uint64
 	n.items = func(id, index uint64, fn func([]byte) error) error {
 		b := n.members[id]
-		if id != old {
+		if !dead.CompareAndSwap(0, id) && dead.Load() != id {
 			return b.SnapshotItems(index, fn)
 		}
 		sent := 0
 		return b.SnapshotItems(index, func(item []byte) error {
 			if sent == 3 {
-				if broke.CompareAndSwap(false, true) {
-					// The leader dies mid-transfer.
-					n.setDown(old, true)
-				}
+				n.setDown(id, true)
 				return errors.New("leader gone")
 			}
 			sent++
 			return fn(item)
 		})
 	}
-	lagger := fillBehind(t, n, lead)
+	lagger := fillBehind(t, n, n.leader(t, 0))
 	n.setDown(lagger, false)
-	waitUntil(t, "the broken-off transfer", broke.Load)
+	waitUntil(t, "the broken-off transfer", func() bool { return dead.Load() != 0 })
 	if o, _ := n.members[lagger].ClusterStatus(); o.SnapshotsInstalled != 0 {
 		t.Fatalf("the follower installed %d snapshots from a transfer that broke off", o.SnapshotsInstalled)
 	}
-	nl := n.leader(t, old)
+	nl := n.leader(t, dead.Load())
 	caughtUp(t, n, nl, lagger)
 }
 
@@ -262,7 +262,6 @@ func TestClusterSnapshotTransferRetried(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		n.open(t, dir, id)
 	}
-	lead := n.leader(t, 0)
 	var calls atomic.Int32
 	n.items = func(id, index uint64, fn func([]byte) error) error {
 		b := n.members[id]
@@ -278,9 +277,9 @@ func TestClusterSnapshotTransferRetried(t *testing.T) {
 			return fn(item)
 		})
 	}
-	lagger := fillBehind(t, n, lead)
+	lagger := fillBehind(t, n, n.leader(t, 0))
 	n.setDown(lagger, false)
-	caughtUp(t, n, lead, lagger)
+	caughtUp(t, n, n.leader(t, lagger), lagger)
 	if c := calls.Load(); c < 2 {
 		t.Fatalf("%d snapshot transfers, want the broken one and a retry", c)
 	}
