@@ -49,6 +49,10 @@ type ClusterOptions struct {
 	// before it for followers that lag a little (^uint64(0): none).
 	SnapshotEntries, SnapshotCatchUp uint64
 	SnapshotBytes                    int64
+	// StreamSnapshots: the transport streams snapshot items
+	// (cluster.TransportConfig.SnapshotItems is Broker.SnapshotItems), so
+	// a snapshot of any size reaches a follower.
+	StreamSnapshots bool
 }
 
 // Transport carries raft messages between members.
@@ -164,6 +168,7 @@ func (b *Broker) openCluster() error {
 		SnapshotEntries: co.SnapshotEntries,
 		SnapshotBytes:   co.SnapshotBytes,
 		SnapshotCatchUp: co.SnapshotCatchUp,
+		SnapshotStream:  co.StreamSnapshots,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -186,7 +191,32 @@ func (b *Broker) Receive(m raftpb.Message) {
 	select {
 	case b.cl.inbox <- m:
 	default:
+		cluster.DiscardMessage(m)
 	}
+}
+
+// SnapshotItems streams the items of the member's snapshot at index (for
+// the transport, off the loop: cluster.Node.SnapshotItems).
+func (b *Broker) SnapshotItems(index uint64, fn func(item []byte) error) error {
+	if b.cl == nil {
+		return errors.New("broker: not a cluster member")
+	}
+	return b.cl.node.SnapshotItems(index, fn)
+}
+
+// SnapshotFailed tells the member that streaming a snapshot to peer to
+// broke off, so raft sends it again (after a heartbeat) instead of
+// waiting for the snapshot timeout.
+func (b *Broker) SnapshotFailed(to uint64) {
+	if b.cl == nil {
+		return
+	}
+	go func() {
+		select {
+		case b.cl.ctl <- func() { b.cl.node.SnapshotFailed(to) }:
+		case <-b.done:
+		}
+	}()
 }
 
 // PeerDown tells the member that peer id's connection ended (its process

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -74,9 +75,14 @@ type Config struct {
 	// DefaultSnapshotEntries, DefaultSnapshotBytes; SnapshotEntries
 	// ^uint64(0) never); SnapshotCatchUp entries before it stay for
 	// followers that lag a little (^uint64(0): none); a snapshot larger
-	// than SnapshotMaxSend bytes is not sent to a follower.
+	// than SnapshotMaxSend bytes is not sent to a follower in memory.
 	SnapshotEntries, SnapshotCatchUp uint64
 	SnapshotBytes, SnapshotMaxSend   int64
+	// SnapshotStream: the member's Transport streams snapshot items
+	// (TransportConfig.SnapshotItems is Node.SnapshotItems), so a MsgSnap
+	// carries only a descriptor and a snapshot of any size is sent
+	// (snapshot.go, "Sending a snapshot").
+	SnapshotStream bool
 }
 
 // Node is one member: its log (the raft log), its raft.RawNode and its
@@ -84,13 +90,16 @@ type Config struct {
 // Tick, then Process; run commands with Exec on the leader; Process again;
 // send Outbox.
 type Node struct {
-	cfg   Config
-	lg    *slog.Logger
-	log   *wal.Log
-	store *Storage
-	rn    *raft.RawNode
-	eng   *engine.Engine
-	sink  nodeSink
+	cfg Config
+	// sendable is the newest snapshot, read by the transport's senders
+	// (SnapshotItems) off the member's goroutine.
+	sendable atomic.Pointer[checkpoint]
+	lg       *slog.Logger
+	log      *wal.Log
+	store    *Storage
+	rn       *raft.RawNode
+	eng      *engine.Engine
+	sink     nodeSink
 
 	lastIndex  uint64 // raft's last index, as the Readys so far told it
 	applied    uint64 // last committed entry applied to the engine
@@ -242,7 +251,7 @@ func Open(cfg Config) (*Node, error) {
 			log.Close()
 			return nil, fmt.Errorf("cluster: load the raft snapshot at entry %d: %w", ck.meta.Index, err)
 		}
-		n.snap.ckpt = ck
+		n.setCheckpoint(ck)
 		store.snapData = n.snapshotData(ck)
 	}
 	return n, nil
@@ -372,8 +381,10 @@ func (n *Node) Step(m raftpb.Message) (err error) {
 	}
 	defer n.recoverStep(m, &err)
 	if err := checkSnapMessage(&m); err != nil {
+		DiscardMessage(m)
 		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
 	}
+	n.noteReceived(&m)
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 		return fmt.Errorf("cluster: step %s from %d: %w", m.Type, m.From, err)
 	}

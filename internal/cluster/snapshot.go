@@ -62,21 +62,34 @@ package cluster
 //
 // # Sending a snapshot
 //
-// raft.Snapshot.Data is the snapshot's items (snapshotData), built from the
-// log when raft first needs it for a follower and kept while a follower
-// waits for it; it travels in memory in one message, so a snapshot larger
-// than Config.SnapshotMaxSend (default 200 MiB, under the transport's
-// 256 MiB message limit) is not sent: the follower must be re-seeded by
-// other means, and the member logs why. A follower validates the data
-// when the message arrives (never after raft accepted it) and writes it
-// into its own log as its own snapshot, flagged as replacing the log, so
-// its payload references point into its own files.
+// With Config.SnapshotStream (a member on the peer transport), raft.Snapshot.Data
+// is only a descriptor (snapshotDesc: time, item count, item bytes,
+// membership); the leader's transport sends the items after the MsgSnap on
+// the same authenticated connection, reading them from the log one at a
+// time (Node.SnapshotItems, safe off the loop), and the follower's
+// transport writes them to a file as they come (transport.go,
+// receiveSnapshot), checks count, bytes and a CRC-32C over them, and only
+// then hands raft the message, whose Data then names that file
+// (snapLocalVersion). Neither side holds more than one item in memory, so
+// a snapshot of any size reaches a follower. A transfer that breaks off
+// (leader gone, connection lost, the items' segments deleted by a newer
+// snapshot) delivers nothing; the leader's raft sends again after
+// snapTick's timeout reports the snapshot failed, or the new leader sends
+// its own. Without SnapshotStream (the in-memory simulation) Data holds
+// the items themselves (snapDataVersion), capped at Config.SnapshotMaxSend.
+//
+// A follower validates the data when the message arrives (never after raft
+// accepted it) and writes it into its own log as its own snapshot, flagged
+// as replacing the log, so its payload references point into its own files.
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"os"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -101,6 +114,17 @@ const (
 	// of everything before it.
 	snapDataMagic   = 0xC5
 	snapDataVersion = 1
+	// snapDescVersion: the descriptor a streaming leader sends: magic u8,
+	// version u8, time i64, items u32, item bytes u64, membership length
+	// u32, membership. On the wire the MsgSnap is followed by items ×
+	// (length u32, engine entry) and a CRC-32C of the descriptor and those
+	// (transport.go).
+	snapDescVersion = 2
+	// snapLocalVersion: what the follower's transport hands raft once the
+	// items are in a local file: the descriptor with this version, then
+	// the CRC u32 and the file's path. The transport refuses it from a peer.
+	snapLocalVersion = 3
+	snapDescFixed    = 2 + 8 + 4 + 8 + 4
 )
 
 // Snapshot policy defaults (Config).
@@ -155,6 +179,7 @@ type snapState struct {
 	taken      uint64         // snapshots made here
 	installs   uint64         // snapshots received and installed
 	lastTook   time.Duration
+	received   string // the file of the last snapshot received (noteReceived)
 }
 
 // SnapshotStats is what a member did with snapshots.
@@ -340,6 +365,16 @@ func (n *Node) snapTick() {
 			delete(n.snap.sent, id)
 		}
 	}
+}
+
+// SnapshotFailed reports that a snapshot sent to follower id did not
+// arrive (the transport's stream broke off): raft sends it again.
+func (n *Node) SnapshotFailed(id uint64) {
+	if _, ok := n.snap.sent[id]; !ok || !n.leader {
+		return
+	}
+	delete(n.snap.sent, id)
+	n.rn.ReportSnapshot(id, raft.SnapshotFailure)
 }
 
 // noteSnapMessages remembers the snapshots sent, for snapTick.
@@ -600,7 +635,7 @@ func (n *Node) finishSnapshot() error {
 			return err
 		}
 	}
-	n.snap.ckpt = ck
+	n.setCheckpoint(ck)
 	n.snap.taken++
 	n.snap.lastTook = time.Since(r.start)
 	n.dropSegments()
@@ -701,6 +736,9 @@ func (n *Node) snapshotData(ck *checkpoint) func() ([]byte, error) {
 		if n.snap.data != nil && n.snap.dataIndex == ck.meta.Index {
 			return n.snap.data, nil
 		}
+		if n.cfg.SnapshotStream {
+			return appendSnapDesc(nil, snapDescVersion, snapDesc{time: ck.time, items: uint32(len(ck.items)), bytes: uint64(ck.bytes), mem: ck.mem.encode()}), nil
+		}
 		mb := ck.mem.encode()
 		size := ck.bytes + int64(len(ck.items))*4 + 22 + int64(len(mb))
 		if size > n.snapshotMaxSend() {
@@ -731,6 +769,100 @@ func (n *Node) snapshotData(ck *checkpoint) func() ([]byte, error) {
 		n.snap.data, n.snap.dataIndex = data, ck.meta.Index
 		return data, nil
 	}
+}
+
+// snapDesc is a streamed snapshot's descriptor (snapDescVersion) or its
+// local form (snapLocalVersion, with crc and path).
+type snapDesc struct {
+	time  int64
+	items uint32
+	bytes uint64
+	mem   []byte // membership, encoded
+	crc   uint32
+	path  string
+}
+
+func appendSnapDesc(b []byte, version byte, d snapDesc) []byte {
+	le := binary.LittleEndian
+	b = append(b, snapDataMagic, version)
+	b = le.AppendUint64(b, uint64(d.time))
+	b = le.AppendUint32(b, d.items)
+	b = le.AppendUint64(b, d.bytes)
+	b = le.AppendUint32(b, uint32(len(d.mem)))
+	b = append(b, d.mem...)
+	if version == snapLocalVersion {
+		b = le.AppendUint32(b, d.crc)
+		b = append(b, d.path...)
+	}
+	return b
+}
+
+// parseSnapDesc reads a descriptor of the given version.
+func parseSnapDesc(data []byte, version byte) (snapDesc, error) {
+	le := binary.LittleEndian
+	var d snapDesc
+	if len(data) < snapDescFixed {
+		return d, fmt.Errorf("snapshot descriptor of %d bytes, shorter than %d", len(data), snapDescFixed)
+	}
+	if data[0] != snapDataMagic || data[1] != version {
+		return d, fmt.Errorf("snapshot descriptor starts with %#02x %d, want %#02x %d", data[0], data[1], snapDataMagic, version)
+	}
+	d.time = int64(le.Uint64(data[2:]))
+	d.items = le.Uint32(data[10:])
+	d.bytes = le.Uint64(data[14:])
+	ml := uint64(le.Uint32(data[22:]))
+	rest := data[snapDescFixed:]
+	if ml > uint64(len(rest)) {
+		return d, fmt.Errorf("snapshot descriptor: membership of %d bytes, only %d left", ml, len(rest))
+	}
+	d.mem, rest = rest[:ml], rest[ml:]
+	if _, err := decodeMembership(d.mem); err != nil {
+		return d, fmt.Errorf("snapshot descriptor: %w", err)
+	}
+	if version == snapLocalVersion {
+		if len(rest) < 5 {
+			return d, errors.New("local snapshot descriptor without its checksum and file")
+		}
+		d.crc, d.path = le.Uint32(rest), string(rest[4:])
+	} else if len(rest) != 0 {
+		return d, fmt.Errorf("snapshot descriptor: %d bytes after the membership", len(rest))
+	}
+	if d.bytes > uint64(d.items)*uint64(maxPeerFrame) {
+		return d, fmt.Errorf("snapshot descriptor: %d items cannot hold %d bytes (%d bytes an item at most)", d.items, d.bytes, maxPeerFrame)
+	}
+	return d, nil
+}
+
+// SnapshotItems calls fn with each item (an encoded engine entry) of this
+// member's snapshot at index, read from its log one at a time; the
+// transport streams them to a follower. Safe for use off the member's
+// loop. It fails when the snapshot is no longer the member's newest (its
+// segments may be gone): the follower then gets nothing, and raft sends
+// the newer one.
+func (n *Node) SnapshotItems(index uint64, fn func(item []byte) error) error {
+	ck := n.sendable.Load()
+	if ck == nil || ck.meta.Index != index {
+		return fmt.Errorf("the snapshot at entry %d is no longer this member's newest", index)
+	}
+	for i, pos := range ck.items {
+		if cur := n.sendable.Load(); cur != ck {
+			return fmt.Errorf("the snapshot at entry %d was replaced by the one at entry %d after %d of its %d items", index, cur.meta.Index, i, len(ck.items))
+		}
+		body, err := n.readItem(pos, index)
+		if err != nil {
+			return err
+		}
+		if err := fn(body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setCheckpoint makes ck the member's newest snapshot.
+func (n *Node) setCheckpoint(ck *checkpoint) {
+	n.snap.ckpt = ck
+	n.sendable.Store(ck)
 }
 
 // readItem reads the engine entry of the snapshot item at pos.
@@ -803,10 +935,133 @@ func checkSnapMessage(m *raftpb.Message) error {
 	if m.Type != raftpb.MsgSnap || m.Snapshot == nil {
 		return nil
 	}
-	if _, _, _, err := parseSnapshotData(m.Snapshot.Data); err != nil {
+	var err error
+	switch d := m.Snapshot.Data; {
+	case len(d) >= 2 && d[1] == snapDescVersion:
+		err = errors.New("a snapshot descriptor arrived without its items (they come through the peer transport)")
+	case len(d) >= 2 && d[1] == snapLocalVersion:
+		var sd snapDesc
+		if sd, err = parseSnapDesc(d, snapLocalVersion); err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(sd.path); err == nil && fi.Size() != int64(sd.bytes)+4*int64(sd.items) {
+				err = fmt.Errorf("received snapshot file %s holds %d bytes, want %d", sd.path, fi.Size(), int64(sd.bytes)+4*int64(sd.items))
+			}
+		}
+	default:
+		_, _, _, err = parseSnapshotData(d)
+	}
+	if err != nil {
 		return fmt.Errorf("snapshot at entry %d refused: %w", m.Snapshot.Metadata.Index, err)
 	}
 	return nil
+}
+
+// snapItems iterates a received snapshot's items: from Data itself, or
+// from the file the transport wrote (checking its CRC as it reads; a
+// corrupt file fails the install before the snapshot's commit frame is
+// written, so the partial items count for nothing).
+func snapItems(data []byte, fn func(item []byte) error) (t int64, mem membership, err error) {
+	if len(data) < 2 || data[1] != snapLocalVersion {
+		t, mem, items, err := parseSnapshotData(data)
+		if err != nil {
+			return 0, mem, err
+		}
+		for _, item := range items {
+			if err := fn(item); err != nil {
+				return 0, mem, err
+			}
+		}
+		return t, mem, nil
+	}
+	d, err := parseSnapDesc(data, snapLocalVersion)
+	if err != nil {
+		return 0, mem, err
+	}
+	if mem, err = decodeMembership(d.mem); err != nil {
+		return 0, mem, err
+	}
+	f, err := os.Open(d.path)
+	if err != nil {
+		return 0, mem, fmt.Errorf("open the received snapshot: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	crc := uint32(0)
+	var n [4]byte
+	var buf []byte
+	var total uint64
+	for i := uint32(0); i < d.items; i++ {
+		if _, err := io.ReadFull(r, n[:]); err != nil {
+			return 0, mem, fmt.Errorf("received snapshot %s: item %d of %d: %w", d.path, i, d.items, err)
+		}
+		l := binary.LittleEndian.Uint32(n[:])
+		total += uint64(l)
+		if l > uint32(maxPeerFrame) || total > d.bytes {
+			return 0, mem, fmt.Errorf("received snapshot %s: item %d of %d bytes exceeds its limits", d.path, i, l)
+		}
+		if cap(buf) < int(l) {
+			buf = make([]byte, l)
+		}
+		buf = buf[:l]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return 0, mem, fmt.Errorf("received snapshot %s: item %d of %d: %w", d.path, i, d.items, err)
+		}
+		crc = crc32.Update(crc, castagnoli, n[:])
+		crc = crc32.Update(crc, castagnoli, buf)
+		if err := fn(buf); err != nil {
+			return 0, mem, err
+		}
+	}
+	if crc != d.crc || total != d.bytes {
+		return 0, mem, fmt.Errorf("received snapshot %s: checksum %08x over %d bytes, want %08x over %d", d.path, crc, total, d.crc, d.bytes)
+	}
+	return d.time, mem, nil
+}
+
+// DiscardMessage releases what a message delivered by the Transport
+// holds on disk (a received snapshot's file), for a caller that drops it.
+func DiscardMessage(m raftpb.Message) {
+	if m.Type == raftpb.MsgSnap && m.Snapshot != nil {
+		removeReceived(m.Snapshot.Data)
+	}
+}
+
+// noteReceived remembers the file of a received snapshot handed to raft:
+// raft may drop the message (a stale snapshot), so the previous file is
+// removed when a newer one comes, and installSnapshot removes the one it
+// reads. At most one such file is left behind.
+func (n *Node) noteReceived(m *raftpb.Message) {
+	if m.Type != raftpb.MsgSnap || m.Snapshot == nil {
+		return
+	}
+	d, err := parseSnapDesc(m.Snapshot.Data, snapLocalVersion)
+	if err != nil {
+		return
+	}
+	if n.snap.received != "" && n.snap.received != d.path {
+		os.Remove(n.snap.received)
+	}
+	n.snap.received = d.path
+}
+
+// snapMembership is the membership a received snapshot carries.
+func snapMembership(data []byte) (membership, error) {
+	if len(data) >= 2 && data[1] == snapLocalVersion {
+		d, err := parseSnapDesc(data, snapLocalVersion)
+		if err != nil {
+			return membership{}, err
+		}
+		return decodeMembership(d.mem)
+	}
+	_, mem, _, err := parseSnapshotData(data)
+	return mem, err
+}
+
+// removeReceived deletes the file a received snapshot was read from.
+func removeReceived(data []byte) {
+	if d, err := parseSnapDesc(data, snapLocalVersion); err == nil {
+		os.Remove(d.path)
+	}
 }
 
 // installSnapshot writes a snapshot received from the leader into this
@@ -817,7 +1072,9 @@ func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error 
 	if n.ahead > n.applied {
 		return fmt.Errorf("snapshot at entry %d received while the engine holds uncommitted entries up to %d", snap.Metadata.Index, n.ahead)
 	}
-	t, mem, items, err := parseSnapshotData(snap.Data)
+	defer removeReceived(snap.Data)
+	n.snap.received = ""
+	mem, err := snapMembership(snap.Data)
 	if err != nil {
 		return fmt.Errorf("install snapshot at entry %d: %w", snap.Metadata.Index, err)
 	}
@@ -836,10 +1093,14 @@ func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error 
 		eng.Apply(ent)
 		return nil
 	})
-	for _, item := range items {
-		if err := w.add(item); err != nil {
-			return err
+	t, _, err := snapItems(snap.Data, func(item []byte) error {
+		if _, err := engine.DecodeEntry(item, 0, 0); err != nil {
+			return fmt.Errorf("snapshot item: %w", err)
 		}
+		return w.add(item)
+	})
+	if err != nil {
+		return fmt.Errorf("install snapshot at entry %d: %w", snap.Metadata.Index, err)
 	}
 	if raft.IsEmptyHardState(hs) {
 		hs = n.store.hs
@@ -862,7 +1123,7 @@ func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error 
 	if _, ok := mem.members[n.cfg.ID]; !ok && mem.removed[n.cfg.ID] {
 		n.MarkRemoved(fmt.Sprintf("the leader's snapshot at log index %d no longer holds it", ck.meta.Index))
 	}
-	n.snap.ckpt = ck
+	n.setCheckpoint(ck)
 	n.snap.installs++
 	n.snap.lastTook = time.Since(start)
 	n.dropSegments()

@@ -9,14 +9,19 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/chronoq/chronoq/internal/engine"
 )
 
 // The peer protocol. Each member dials every other member and only sends
@@ -39,17 +44,33 @@ import (
 //	                 or, when refused, u16 length and the reason
 //	then client → server: frames of u32 length ‖ raftpb.Message
 //
+// A MsgSnap whose Data is a snapshot descriptor (snapshot.go, "Sending a
+// snapshot") is followed by the snapshot's items, each u32 length ‖
+// engine entry (at most maxPeerFrame bytes; a leader writes items of about
+// 1 MiB, or a quarter of its segment size if smaller, or one job if larger),
+// then u32 CRC-32C of the descriptor and those item frames. The receiver writes them to a file
+// in TransportConfig.SnapshotDir and delivers the message only once count,
+// bytes and CRC match.
+//
 // Integers are little endian.
 
 const (
 	peerMagic        = "CHRONOQP1\n"
 	handshakeTimeout = 5 * time.Second
-	// maxPeerFrame bounds one message: raft batches entries up to
-	// MaxSizePerMsg (1 MiB), but a single entry (a large batch put) may be
-	// bigger.
-	maxPeerFrame = 256 << 20
-	peerQueue    = 4096
+	peerQueue        = 4096
 )
+
+// maxPeerFrame bounds one message or snapshot item by default: raft
+// batches entries up to MaxSizePerMsg (1 MiB), but a single entry (a
+// large batch put) may be bigger.
+const maxPeerFrame = 256 << 20
+
+func (t *Transport) maxFrame() uint64 {
+	if t.cfg.MaxMessage > 0 {
+		return uint64(t.cfg.MaxMessage)
+	}
+	return maxPeerFrame
+}
 
 // TransportConfig configures the peer transport of member ID.
 type TransportConfig struct {
@@ -81,6 +102,19 @@ type TransportConfig struct {
 	// side presents the same certificate and verifies the peer's against
 	// RootCAs, or ClientCAs when RootCAs is nil, and its peer address.
 	TLS func() *tls.Config
+	// SnapshotItems, when set, streams the items of this member's
+	// snapshot at an index after a MsgSnap carrying its descriptor
+	// (Node.SnapshotItems; the node runs with Config.SnapshotStream).
+	SnapshotItems func(index uint64, fn func(item []byte) error) error
+	// SnapshotDir is where snapshots received from a leader are written
+	// before raft sees them (os.TempDir() when empty).
+	SnapshotDir string
+	// OnSnapshotFailed, when set, is told that streaming a snapshot to
+	// peer to broke off (Node.SnapshotFailed: raft sends it again).
+	OnSnapshotFailed func(to uint64)
+	// MaxMessage bounds one received message or snapshot item (0:
+	// maxPeerFrame, 256 MiB).
+	MaxMessage int
 }
 
 // Transport sends raft messages to peers over TCP and delivers what they
@@ -128,6 +162,14 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	listen := cfg.Listen
 	if listen == "" {
 		listen = cfg.Peers[cfg.ID]
+	}
+	if cfg.SnapshotDir != "" {
+		// Left by a receive or an install a crash cut short: nothing reads
+		// them any more (raft asks for the snapshot again).
+		old, _ := filepath.Glob(filepath.Join(cfg.SnapshotDir, "raft-snapshot-*.recv"))
+		for _, f := range old {
+			os.Remove(f)
+		}
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -414,6 +456,14 @@ func (t *Transport) pump(c net.Conn, p *peerOut) error {
 			c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
 			if _, err := w.Write(buf); err != nil {
 				return err
+			}
+			if isSnapDesc(&m) {
+				if err := t.sendSnapshot(c, w, &m); err != nil {
+					if t.cfg.OnSnapshotFailed != nil {
+						t.cfg.OnSnapshotFailed(m.To)
+					}
+					return err
+				}
 			}
 			select {
 			case m = <-p.q:
@@ -709,8 +759,8 @@ func (t *Transport) receive(c net.Conn, from uint64) error {
 			return err
 		}
 		size := binary.LittleEndian.Uint32(n[:])
-		if size > maxPeerFrame {
-			return fmt.Errorf("message of %d bytes, more than %d", size, maxPeerFrame)
+		if uint64(size) > t.maxFrame() {
+			return fmt.Errorf("message of %d bytes, more than %d", size, t.maxFrame())
 		}
 		if cap(buf) < int(size) {
 			buf = make([]byte, size)
@@ -728,6 +778,137 @@ func (t *Transport) receive(c net.Conn, from uint64) error {
 		}
 		// Entries alias buf, which is reused.
 		buf = nil
+		if m.Type == raftpb.MsgSnap && m.Snapshot != nil && len(m.Snapshot.Data) >= 2 && m.Snapshot.Data[1] == snapLocalVersion {
+			return errors.New("a peer sent a local snapshot descriptor")
+		}
+		if isSnapDesc(&m) {
+			if err := t.receiveSnapshot(c, r, &m); err != nil {
+				return fmt.Errorf("snapshot at entry %d from node %d: %w", m.Snapshot.Metadata.Index, from, err)
+			}
+		}
 		t.cfg.Deliver(m)
 	}
+}
+
+func isSnapDesc(m *raftpb.Message) bool {
+	return m.Type == raftpb.MsgSnap && m.Snapshot != nil && len(m.Snapshot.Data) >= 2 &&
+		m.Snapshot.Data[0] == snapDataMagic && m.Snapshot.Data[1] == snapDescVersion
+}
+
+// snapItemTimeout bounds the wait for one snapshot item on either side.
+const snapItemTimeout = 30 * time.Second
+
+// sendSnapshot streams the items of the snapshot m describes, then the
+// CRC of its descriptor and them. An error ends the connection: the follower drops what it received.
+func (t *Transport) sendSnapshot(c net.Conn, w *bufio.Writer, m *raftpb.Message) error {
+	if t.cfg.SnapshotItems == nil {
+		return errors.New("snapshot descriptor without a snapshot source")
+	}
+	d, err := parseSnapDesc(m.Snapshot.Data, snapDescVersion)
+	if err != nil {
+		return fmt.Errorf("send snapshot at entry %d: %w", m.Snapshot.Metadata.Index, err)
+	}
+	crc := crc32.Checksum(m.Snapshot.Data, castagnoli)
+	var count uint32
+	var n [4]byte
+	err = t.cfg.SnapshotItems(m.Snapshot.Metadata.Index, func(item []byte) error {
+		if count == d.items {
+			return fmt.Errorf("more than its %d items", d.items)
+		}
+		count++
+		binary.LittleEndian.PutUint32(n[:], uint32(len(item)))
+		crc = crc32.Update(crc, castagnoli, n[:])
+		crc = crc32.Update(crc, castagnoli, item)
+		c.SetWriteDeadline(time.Now().Add(snapItemTimeout))
+		if _, err := w.Write(n[:]); err != nil {
+			return err
+		}
+		_, err := w.Write(item)
+		return err
+	})
+	if err == nil && count != d.items {
+		err = fmt.Errorf("%d items, its descriptor says %d", count, d.items)
+	}
+	if err != nil {
+		t.lg.Warn("cluster: sending a snapshot failed", "peer", m.To, "index", m.Snapshot.Metadata.Index, "err", err)
+		return fmt.Errorf("send snapshot at entry %d: %w", m.Snapshot.Metadata.Index, err)
+	}
+	binary.LittleEndian.PutUint32(n[:], crc)
+	_, err = w.Write(n[:])
+	return err
+}
+
+// receiveSnapshot reads the items following the snapshot descriptor in m
+// into a file, one item in memory at a time, checks them, and makes m's
+// Data the local descriptor naming the file. On any error the file is
+// removed and m is not to be delivered.
+func (t *Transport) receiveSnapshot(c net.Conn, r *bufio.Reader, m *raftpb.Message) (err error) {
+	d, err := parseSnapDesc(m.Snapshot.Data, snapDescVersion)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(t.cfg.SnapshotDir, "raft-snapshot-*.recv")
+	if err != nil {
+		return fmt.Errorf("create the file to receive it: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("write %s: %w", f.Name(), cerr)
+		}
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	fw := bufio.NewWriterSize(f, 64<<10)
+	crc := uint32(0) // of the item frames, kept for the install
+	wire := crc32.Checksum(m.Snapshot.Data, castagnoli)
+	var total uint64
+	var n [4]byte
+	var buf []byte
+	for i := uint32(0); i < d.items; i++ {
+		c.SetReadDeadline(time.Now().Add(snapItemTimeout))
+		if _, err := io.ReadFull(r, n[:]); err != nil {
+			return fmt.Errorf("item %d of %d: %w", i, d.items, err)
+		}
+		l := binary.LittleEndian.Uint32(n[:])
+		if uint64(l) > t.maxFrame() {
+			return fmt.Errorf("item %d of %d bytes, more than %d", i, l, t.maxFrame())
+		}
+		if total += uint64(l); total > d.bytes {
+			return fmt.Errorf("items beyond the %d bytes the descriptor says", d.bytes)
+		}
+		if cap(buf) < int(l) {
+			buf = make([]byte, l)
+		}
+		buf = buf[:l]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("item %d of %d: %w", i, d.items, err)
+		}
+		if _, err := engine.DecodeEntry(buf, 0, 0); err != nil {
+			return fmt.Errorf("item %d of %d: %w", i, d.items, err)
+		}
+		crc = crc32.Update(crc, castagnoli, n[:])
+		crc = crc32.Update(crc, castagnoli, buf)
+		wire = crc32.Update(wire, castagnoli, n[:])
+		wire = crc32.Update(wire, castagnoli, buf)
+		fw.Write(n[:])
+		if _, err := fw.Write(buf); err != nil {
+			return fmt.Errorf("write %s: %w", f.Name(), err)
+		}
+	}
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return fmt.Errorf("checksum: %w", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	if got := binary.LittleEndian.Uint32(n[:]); got != wire || total != d.bytes {
+		return fmt.Errorf("items of %d bytes with checksum %08x, the leader says %d bytes with %08x", total, wire, d.bytes, got)
+	}
+	if err := fw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	d.crc, d.path = crc, f.Name()
+	snap := *m.Snapshot
+	snap.Data = appendSnapDesc(nil, snapLocalVersion, d)
+	m.Snapshot = &snap
+	return nil
 }

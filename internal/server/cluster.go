@@ -175,7 +175,7 @@ func newClusterPart(cfg Config, m *metrics.Metrics) (*clusterPart, *broker.Clust
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return p, &broker.ClusterOptions{ID: cc.NodeID, Peers: ids, Transport: p, TickInterval: cc.TickInterval, SnapshotEntries: cc.SnapshotEntries,
 		OnCommit: func(d time.Duration) { p.metrics.commit.Observe(d.Seconds()) },
-		Addrs:    cc.Peers, Join: cc.Join, OnMembership: p.onMembership, OnRemoved: p.retire}, nil
+		Addrs:    cc.Peers, Join: cc.Join, OnMembership: p.onMembership, OnRemoved: p.retire, StreamSnapshots: true}, nil
 }
 
 // memberFile records, in the data directory, which member wrote it: a
@@ -241,6 +241,7 @@ func (p *clusterPart) start(s *Server) error {
 	tcfg := cluster.TransportConfig{
 		ID: p.cfg.NodeID, Listen: p.cfg.PeerAddr, Peers: peers, Secret: p.cfg.Secret, Advertise: adv,
 		Deliver: s.b.Receive, OnPeerDown: s.b.PeerDown, OnRemoved: s.b.PeerRemovedMe, Logger: s.lg,
+		SnapshotItems: s.b.SnapshotItems, SnapshotDir: s.cfg.DataDir, OnSnapshotFailed: s.b.SnapshotFailed,
 	}
 	if src := s.certs[peerLink]; src != nil {
 		// Loaded per connection: a SIGHUP reload (ReloadTLS) applies to
