@@ -108,13 +108,20 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 		after = &k
 	}
 	mask := stateMask(f.States, allStates)
-	type item struct {
-		k    listKey
-		slot uint32
+	if ord == listByServing && len(f.Tags) == 0 {
+		return e.listResult(q, e.listReady(q, &f, mask, after, limit), limit, ord), nil
 	}
-	var items []item
-	e.candidates(&f, func(qi uint32) bool { return qi == q.idx }, func(slot uint32) {
-		if !e.matches(slot, &f, mask) {
+	return e.listResult(q, e.listScan(q, &f, mask, after, ord), limit, ord), nil
+}
+
+// listScan answers every job of q matching f after the cursor, in the
+// listing's order: a pass over the candidates (the tag index, else every
+// job) and a sort. Listings other than ready-only take this path.
+func (e *Engine) listScan(q *queue, f *Filter, mask uint8, after *listKey, ord listOrder) []listItem {
+	var items []listItem
+	e.candidates(f, func(qi uint32) bool { return qi == q.idx }, func(slot uint32) {
+		e.visited++
+		if !e.matches(slot, f, mask) {
 			return
 		}
 		j := e.jobs.get(slot)
@@ -125,9 +132,9 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 		if after != nil && !after.less(k, ord) {
 			return
 		}
-		items = append(items, item{k, slot})
+		items = append(items, listItem{k, slot})
 	})
-	slices.SortFunc(items, func(a, b item) int {
+	slices.SortFunc(items, func(a, b listItem) int {
 		if a.k.less(b.k, ord) {
 			return -1
 		}
@@ -136,6 +143,17 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 		}
 		return 0
 	})
+	return items
+}
+
+// listItem is a job of a page with its place in the listing's order.
+type listItem struct {
+	k    listKey
+	slot uint32
+}
+
+// listResult turns up to limit+1 items, in order, into a page.
+func (e *Engine) listResult(q *queue, items []listItem, limit int, ord listOrder) ListResult {
 	var res ListResult
 	if len(items) > limit {
 		items = items[:limit]
@@ -146,5 +164,88 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 		res.Jobs[i] = e.view(q, it.slot)
 		res.Jobs[i].Receipt = ""
 	}
-	return res, nil
+	return res
+}
+
+// listReady answers the first limit+1 ready jobs of q after the cursor in
+// serving order without looking at the rest of the engine: it walks the
+// queue's priority heaps (ready.go) in priority order, each best-first
+// from its root with a frontier of heap positions, since a heap's
+// children never come before their parent. A page costs the jobs before
+// the cursor in its priority plus the page, times a logarithm — the first
+// page of a queue of 100 M jobs reads about a page of jobs, where a scan
+// read all of them.
+func (e *Engine) listReady(q *queue, f *Filter, mask uint8, after *listKey, limit int) []listItem {
+	prios := make([]uint32, 0, len(q.ready.byPrio))
+	for p := range q.ready.byPrio {
+		if after == nil || p >= after.prio {
+			prios = append(prios, p)
+		}
+	}
+	slices.Sort(prios)
+	var out []listItem
+	for _, p := range prios {
+		h := q.ready.byPrio[p]
+		fr := frontier{e: e, h: &h.slotHeap}
+		fr.push(0)
+		for len(fr.pos) > 0 {
+			i := fr.pop()
+			slot := h.s[i]
+			e.visited++
+			j := e.jobs.get(slot)
+			k := listKey{prio: p, at: j.atMS(), seq: j.seqNo()}
+			if (after == nil || after.less(k, listByServing)) && e.matches(slot, f, mask) {
+				out = append(out, listItem{k, slot})
+				if len(out) > limit {
+					return out
+				}
+			}
+			for c := 2*i + 1; c <= 2*i+2 && c < len(h.s); c++ {
+				fr.push(c)
+			}
+		}
+	}
+	return out
+}
+
+// frontier is a min-heap of positions in a slot heap, by that heap's order.
+type frontier struct {
+	e   *Engine
+	h   *slotHeap
+	pos []int
+}
+
+func (f *frontier) less(a, b int) bool { return f.e.less(f.h, f.h.s[f.pos[a]], f.h.s[f.pos[b]]) }
+
+func (f *frontier) push(i int) {
+	f.pos = append(f.pos, i)
+	for c := len(f.pos) - 1; c > 0; {
+		p := (c - 1) / 2
+		if !f.less(c, p) {
+			break
+		}
+		f.pos[c], f.pos[p] = f.pos[p], f.pos[c]
+		c = p
+	}
+}
+
+func (f *frontier) pop() int {
+	top := f.pos[0]
+	last := len(f.pos) - 1
+	f.pos[0] = f.pos[last]
+	f.pos = f.pos[:last]
+	for c := 0; ; {
+		l, r, m := 2*c+1, 2*c+2, c
+		if l < len(f.pos) && f.less(l, m) {
+			m = l
+		}
+		if r < len(f.pos) && f.less(r, m) {
+			m = r
+		}
+		if m == c {
+			return top
+		}
+		f.pos[c], f.pos[m] = f.pos[m], f.pos[c]
+		c = m
+	}
 }
