@@ -111,6 +111,11 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 	if ord == listByServing && len(f.Tags) == 0 {
 		return e.listResult(q, e.listReady(q, &f, mask, after, limit), limit, ord), nil
 	}
+	if ord == listByActivation && len(f.Tags) == 0 {
+		if items, ok := e.listDelayed(q, &f, mask, after, limit); ok {
+			return e.listResult(q, items, limit, ord), nil
+		}
+	}
 	return e.listResult(q, e.listScan(q, &f, mask, after, ord), limit, ord), nil
 }
 
@@ -185,27 +190,68 @@ func (e *Engine) listReady(q *queue, f *Filter, mask uint8, after *listKey, limi
 	slices.Sort(prios)
 	var out []listItem
 	for _, p := range prios {
-		h := q.ready.byPrio[p]
-		fr := frontier{e: e, h: &h.slotHeap}
-		fr.push(0)
-		for len(fr.pos) > 0 {
-			i := fr.pop()
-			slot := h.s[i]
+		e.walkInOrder(&q.ready.byPrio[p].slotHeap, func(slot uint32) bool {
 			e.visited++
 			j := e.jobs.get(slot)
 			k := listKey{prio: p, at: j.atMS(), seq: j.seqNo()}
 			if (after == nil || after.less(k, listByServing)) && e.matches(slot, f, mask) {
 				out = append(out, listItem{k, slot})
-				if len(out) > limit {
-					return out
-				}
 			}
-			for c := 2*i + 1; c <= 2*i+2 && c < len(h.s); c++ {
-				fr.push(c)
-			}
+			return len(out) <= limit
+		})
+		if len(out) > limit {
+			break
 		}
 	}
 	return out
+}
+
+// listDelayed answers the first limit+1 delayed jobs of q after the cursor
+// in activation order by walking the engine's delayed heap (shared by every
+// queue) best-first. When the queue's jobs are a small share of what comes
+// first, the walk gives up after a budget and the caller scans instead
+// (ok false), so it never costs much more than the scan it replaces.
+func (e *Engine) listDelayed(q *queue, f *Filter, mask uint8, after *listKey, limit int) (out []listItem, ok bool) {
+	budget := 16*(limit+1) + 1024
+	done := true
+	e.walkInOrder(&e.delayed, func(slot uint32) bool {
+		e.visited++
+		if budget--; budget < 0 {
+			done = false
+			return false
+		}
+		j := e.jobs.get(slot)
+		if e.jq(j) != q.idx {
+			return true
+		}
+		k := listKey{prio: e.jprio(j), at: j.atMS(), seq: j.seqNo()}
+		if (after == nil || after.less(k, listByActivation)) && e.matches(slot, f, mask) {
+			out = append(out, listItem{k, slot})
+		}
+		return len(out) <= limit
+	})
+	return out, done || len(out) > limit
+}
+
+// walkInOrder calls fn with the members of h in h's order until fn answers
+// false, reading only as far as it goes: best-first from the root with a
+// frontier of heap positions, since a member never comes before its
+// parent. Visiting the first m members costs O(m log m).
+func (e *Engine) walkInOrder(h *slotHeap, fn func(slot uint32) bool) {
+	if len(h.s) == 0 {
+		return
+	}
+	fr := frontier{e: e, h: h}
+	fr.push(0)
+	for len(fr.pos) > 0 {
+		i := fr.pop()
+		if !fn(h.s[i]) {
+			return
+		}
+		for c := 2*i + 1; c <= 2*i+2 && c < len(h.s); c++ {
+			fr.push(c)
+		}
+	}
 }
 
 // frontier is a min-heap of positions in a slot heap, by that heap's order.

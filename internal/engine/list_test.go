@@ -20,7 +20,7 @@ func TestListReadyPagesAsTheScan(t *testing.T) {
 		for i := 0; i < 400; i++ {
 			req := PutRequest{Priority: u32(uint32(rng.IntN(4)))}
 			if rng.IntN(3) == 0 {
-				req.Delay = dur(time.Duration(rng.IntN(2000)) * time.Millisecond)
+				req.Delay = dur(time.Duration(rng.IntN(10000)) * time.Millisecond)
 			}
 			if rng.IntN(5) == 0 {
 				req.Key = fmt.Sprintf("k%d", rng.IntN(6))
@@ -71,6 +71,38 @@ func TestListReadyPagesAsTheScan(t *testing.T) {
 				t.Fatalf("seed %d, pages of %d: the heap walk listed %d jobs, the scan %d, or in another order", seed, limit, len(got), len(want))
 			}
 		}
+		// Delayed jobs: the walk of the shared delayed heap pages as the
+		// scan does, or gives up (other queues' jobs came first) and the
+		// caller scans.
+		dfilt := Filter{States: []State{StateDelayed}}
+		dmask := stateMask(dfilt.States, allStates)
+		dwant := f.e.listScan(q, &dfilt, dmask, nil, listByActivation)
+		if len(dwant) < 10 {
+			t.Fatalf("seed %d: only %d delayed jobs", seed, len(dwant))
+		}
+		for _, limit := range []int{1, 4, 1000} {
+			var got []listItem
+			var after *listKey
+			for {
+				page, ok := f.e.listDelayed(q, &dfilt, dmask, after, limit)
+				if !ok {
+					page = f.e.listScan(q, &dfilt, dmask, after, listByActivation)
+					if len(page) > limit+1 {
+						page = page[:limit+1]
+					}
+				}
+				if len(page) <= limit {
+					got = append(got, page...)
+					break
+				}
+				got = append(got, page[:limit]...)
+				k := page[limit-1].k
+				after = &k
+			}
+			if !slices.Equal(got, dwant) {
+				t.Fatalf("seed %d, delayed pages of %d: the heap walk listed %d jobs, the scan %d, or in another order", seed, limit, len(got), len(dwant))
+			}
+		}
 		// The public call takes the walk and pages the same way.
 		res, err := f.e.List(f.now, "default", "q", ListRequest{Limit: 5, Filter: filt})
 		if err != nil || len(res.Jobs) != 5 || res.NextCursor == "" {
@@ -103,5 +135,41 @@ func TestListReadyFirstPageReadsAboutAPage(t *testing.T) {
 	// than twice that many children.
 	if got := f.e.visited - before; got > 21 {
 		t.Fatalf("the first page of 20 read %d jobs of %d", got, n)
+	}
+}
+
+// The delayed heap is shared by every queue: a queue whose jobs come after
+// many others' gives up the walk within its budget (and is scanned), one
+// whose jobs come first reads about a page.
+func TestListDelayedWalkAndBudget(t *testing.T) {
+	f := newFixture(t)
+	for i := 0; i < 5000; i++ {
+		f.put("big", PutRequest{Delay: dur(time.Hour + time.Duration(i)*time.Millisecond)})
+	}
+	for i := 0; i < 30; i++ {
+		f.put("small", PutRequest{Delay: dur(2*time.Hour + time.Duration(i)*time.Millisecond)})
+	}
+	filt := Filter{States: []State{StateDelayed}}
+	list := func(q string) (ListResult, uint64) {
+		before := f.e.visited
+		res, err := f.e.List(f.now, "default", q, ListRequest{Limit: 10, Filter: filt})
+		if err != nil || len(res.Jobs) != 10 {
+			t.Fatalf("List %s: %d jobs, %v", q, len(res.Jobs), err)
+		}
+		return res, f.e.visited - before
+	}
+	if _, n := list("big"); n > 11 {
+		t.Fatalf("the first page of 10 of a queue whose jobs come first read %d jobs", n)
+	}
+	res, n := list("small")
+	if budget := uint64(16*11 + 1024); n <= budget || n > budget+1+30 {
+		t.Fatalf("a queue behind 5000 others' jobs read %d jobs: want the walk's budget of %d, then its own 30", n, budget)
+	}
+	q, _ := f.e.findQueue("default", "small")
+	want := f.e.listScan(q, &filt, stateMask(filt.States, allStates), nil, listByActivation)
+	for i, j := range res.Jobs {
+		if j.ID != f.e.jobID(want[i].slot) {
+			t.Fatalf("small job %d is %s, want %s", i, j.ID, f.e.jobID(want[i].slot))
+		}
 	}
 }
