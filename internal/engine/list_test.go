@@ -55,18 +55,7 @@ func TestListReadyPagesAsTheScan(t *testing.T) {
 			t.Fatalf("seed %d: only %d ready jobs: the test does not exercise paging", seed, len(want))
 		}
 		for _, limit := range []int{1, 3, 7, 50, 1000} {
-			var got []listItem
-			var after *listKey
-			for {
-				page := f.e.listReady(q, &filt, mask, after, limit)
-				if len(page) <= limit {
-					got = append(got, page...)
-					break
-				}
-				got = append(got, page[:limit]...)
-				k := page[limit-1].k
-				after = &k
-			}
+			got := pageAll(limit, func(after *listKey) []listItem { return f.e.listReady(q, &filt, mask, after, limit) })
 			if !slices.Equal(got, want) {
 				t.Fatalf("seed %d, pages of %d: the heap walk listed %d jobs, the scan %d, or in another order", seed, limit, len(got), len(want))
 			}
@@ -81,24 +70,14 @@ func TestListReadyPagesAsTheScan(t *testing.T) {
 			t.Fatalf("seed %d: only %d delayed jobs", seed, len(dwant))
 		}
 		for _, limit := range []int{1, 4, 1000} {
-			var got []listItem
-			var after *listKey
-			for {
+			got := pageAll(limit, func(after *listKey) []listItem {
 				page, ok := f.e.listDelayed(q, &dfilt, dmask, after, limit)
 				if !ok {
 					page = f.e.listScan(q, &dfilt, dmask, after, listByActivation)
-					if len(page) > limit+1 {
-						page = page[:limit+1]
-					}
+					page = page[:min(len(page), limit+1)]
 				}
-				if len(page) <= limit {
-					got = append(got, page...)
-					break
-				}
-				got = append(got, page[:limit]...)
-				k := page[limit-1].k
-				after = &k
-			}
+				return page
+			})
 			if !slices.Equal(got, dwant) {
 				t.Fatalf("seed %d, delayed pages of %d: the heap walk listed %d jobs, the scan %d, or in another order", seed, limit, len(got), len(dwant))
 			}
@@ -113,6 +92,22 @@ func TestListReadyPagesAsTheScan(t *testing.T) {
 				t.Fatalf("seed %d: List job %d is %s, want %s", seed, i, j.ID, f.e.jobID(want[i].slot))
 			}
 		}
+	}
+}
+
+// pageAll follows the cursor through every page of size limit; page
+// answers up to limit+1 items after the cursor.
+func pageAll(limit int, page func(after *listKey) []listItem) []listItem {
+	var got []listItem
+	var after *listKey
+	for {
+		p := page(after)
+		if len(p) <= limit {
+			return append(got, p...)
+		}
+		got = append(got, p[:limit]...)
+		k := p[limit-1].k
+		after = &k
 	}
 }
 
