@@ -121,27 +121,7 @@ func (n *tcpNet) setDown(id uint64, down bool) {
 
 func (n *tcpNet) leader(t *testing.T, except uint64) *Broker {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		n.mu.Lock()
-		var bs []*Broker
-		for id, b := range n.members {
-			if id != except && !n.down[id] {
-				bs = append(bs, b)
-			}
-		}
-		n.mu.Unlock()
-		for _, b := range bs {
-			if st, _ := b.ClusterStatus(); st.Role == "Leader" && b.Ready() == nil {
-				if _, err := b.ListQueues(context.Background(), "default"); err == nil {
-					return b
-				}
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("no leader within 15s")
-	return nil
+	return waitLeader(t, 15*time.Second, &n.mu, n.members, n.down, except)
 }
 
 // fillBehind cuts off a follower of lead and writes until the live state

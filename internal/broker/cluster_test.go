@@ -60,16 +60,24 @@ func (n *memNet) open(t *testing.T, dir string, id uint64) *Broker {
 
 func (n *memNet) leader(t *testing.T, except uint64) *Broker {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return waitLeader(t, 10*time.Second, &n.mu, n.members, n.down, except)
+}
+
+// waitLeader waits for a member other than except, not down, that leads
+// and answers a read (it has committed an entry of its term); members and
+// down are read under mu.
+func waitLeader(t *testing.T, within time.Duration, mu *sync.Mutex, members map[uint64]*Broker, down map[uint64]bool, except uint64) *Broker {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		n.mu.Lock()
+		mu.Lock()
 		var bs []*Broker
-		for id, b := range n.members {
-			if id != except && !n.down[id] {
+		for id, b := range members {
+			if id != except && !down[id] {
 				bs = append(bs, b)
 			}
 		}
-		n.mu.Unlock()
+		mu.Unlock()
 		for _, b := range bs {
 			if st, _ := b.ClusterStatus(); st.Role == "Leader" && b.Ready() == nil {
 				if _, err := b.ListQueues(context.Background(), "default"); err == nil {
@@ -79,7 +87,7 @@ func (n *memNet) leader(t *testing.T, except uint64) *Broker {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("no leader within 10s")
+	t.Fatalf("no leader within %s", within)
 	return nil
 }
 
