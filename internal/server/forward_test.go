@@ -1,16 +1,9 @@
 package server
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/testbin"
 )
 
 func TestErrorCode(t *testing.T) {
@@ -37,50 +32,20 @@ func TestErrorCode(t *testing.T) {
 	}
 }
 
-// fwdCA is a CA for the forwarding tests.
+// fwdCA is a CA for the forwarding tests, with its certificate in a file.
 type fwdCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	*testbin.CA
 	file string
 }
 
 func newFwdCA(t *testing.T) *fwdCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "forward test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
+	ca := testbin.NewCA(t)
 	file := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(file, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &fwdCA{cert: cert, key: key, file: file}
-}
-
-// member issues a certificate for 127.0.0.1 usable as server and client.
-func (ca *fwdCA) member(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "member"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return &fwdCA{CA: ca, file: file}
 }
 
 // A follower forwards over https only to a leader whose certificate its
@@ -89,13 +54,13 @@ func (ca *fwdCA) member(t *testing.T) tls.Certificate {
 func TestForwardVerifiesLeader(t *testing.T) {
 	ca, stranger := newFwdCA(t), newFwdCA(t)
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	var clientSeen atomic.Bool
 	leader := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		clientSeen.Store(len(r.TLS.PeerCertificates) > 0)
 		w.WriteHeader(http.StatusNoContent)
 	}))
-	leader.TLS = &tls.Config{Certificates: []tls.Certificate{ca.member(t)}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	leader.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Peer(t)}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
 	leader.StartTLS()
 	defer leader.Close()
 
@@ -110,7 +75,7 @@ func TestForwardVerifiesLeader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clientSeen.Store(false)
 			src := &certSource{files: TLSFiles{ClientCA: tc.trusted.file}}
-			src.cur.Store(&tls.Config{Certificates: []tls.Certificate{ca.member(t)}})
+			src.cur.Store(&tls.Config{Certificates: []tls.Certificate{ca.Peer(t)}})
 			s := &Server{certs: map[string]*certSource{peerLink: src}}
 			p := &clusterPart{}
 			hc := &http.Client{Transport: p.forwardTransport(s), Timeout: 5 * time.Second}

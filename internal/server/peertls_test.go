@@ -21,26 +21,6 @@ import (
 	"github.com/chronoq/chronoq/internal/server"
 )
 
-// issuePeer signs a peer certificate: a member is both the server and the
-// client of peer connections, for 127.0.0.1.
-func (ca *testCA) issuePeer(t *testing.T) tls.Certificate {
-	t.Helper()
-	certPEM, keyPEM := ca.issuePeerPEM(t)
-	c, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// issuePeerPEM issues a member's certificate: peers are both servers and
-// clients of each other.
-func (ca *testCA) issuePeerPEM(t *testing.T) (certPEM, keyPEM []byte) {
-	t.Helper()
-	certPEM, keyPEM, _ = ca.sign(t, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
-	return certPEM, keyPEM
-}
-
 // syncBuf collects a server's log.
 type syncBuf struct {
 	mu sync.Mutex
@@ -66,11 +46,11 @@ func peerTLSConfig(t *testing.T, ca *testCA, id uint64, peers map[uint64]string)
 	cfg := clusterConfig(t, id, peers)
 	cfg.Cluster.Secret = peerSecret
 	dir := t.TempDir()
-	cert, key := ca.issuePeerPEM(t)
+	cert, key := ca.PeerPEM(t)
 	cfg.TLS.Peer = server.TLSFiles{
 		Cert:     writeFile(t, dir, "peer.pem", cert),
 		Key:      writeFile(t, dir, "peer.key", key),
-		ClientCA: writeFile(t, dir, "ca.pem", ca.pem),
+		ClientCA: writeFile(t, dir, "ca.pem", ca.PEM),
 	}
 	return cfg
 }
@@ -103,9 +83,9 @@ func TestClusterPeerTLS(t *testing.T) {
 	// The peer listener speaks TLS with a certificate from the peer CA to
 	// a client holding one.
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	d := &net.Dialer{Timeout: 5 * time.Second}
-	c, err := tls.DialWithDialer(d, "tcp", members[0].PeerAddr(), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{ca.issuePeer(t)}})
+	c, err := tls.DialWithDialer(d, "tcp", members[0].PeerAddr(), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{ca.Peer(t)}})
 	if err != nil {
 		t.Fatalf("TLS to member 1's peer listener: %v", err)
 	}
@@ -193,7 +173,7 @@ func rogue(t *testing.T, peers map[uint64]string, tlsCfg *tls.Config) *syncBuf {
 func TestClusterPeerTLSRefusesStrangers(t *testing.T) {
 	ca, other := newCA(t), newCA(t)
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	for _, tc := range []struct {
 		name    string
 		tls     *tls.Config // the rogue's; nil: plain TCP
@@ -202,7 +182,7 @@ func TestClusterPeerTLSRefusesStrangers(t *testing.T) {
 	}{
 		{name: "no client certificate", tls: &tls.Config{RootCAs: pool, ClientCAs: pool}, refusal: "certificate"},
 		{name: "certificate from another CA", tls: &tls.Config{RootCAs: pool, ClientCAs: pool,
-			Certificates: []tls.Certificate{other.issuePeer(t)}}, refusal: "certificate"},
+			Certificates: []tls.Certificate{other.Peer(t)}}, refusal: "certificate"},
 		{name: "plain TCP", refusal: "TLS handshake"},
 		{name: "control: no peer TLS", plain: true},
 	} {
@@ -280,8 +260,8 @@ func TestPeerTLSReload(t *testing.T) {
 	cfg := peerTLSConfig(t, ca, 1, peers)
 	s := start(t, cfg)
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	client := ca.issuePeer(t)
+	pool.AddCert(ca.Cert)
+	client := ca.Peer(t)
 	served := func() *big.Int {
 		t.Helper()
 		d := &net.Dialer{Timeout: 5 * time.Second}
@@ -293,7 +273,7 @@ func TestPeerTLSReload(t *testing.T) {
 		return c.ConnectionState().PeerCertificates[0].SerialNumber
 	}
 	before := served()
-	cert, key := ca.issuePeerPEM(t)
+	cert, key := ca.PeerPEM(t)
 	writeFile(t, filepath.Dir(cfg.TLS.Peer.Cert), filepath.Base(cfg.TLS.Peer.Cert), cert)
 	writeFile(t, filepath.Dir(cfg.TLS.Peer.Key), filepath.Base(cfg.TLS.Peer.Key), key)
 	if got := served(); got.Cmp(before) != 0 {

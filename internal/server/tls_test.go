@@ -3,20 +3,14 @@ package server_test
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,74 +19,22 @@ import (
 
 	"github.com/chronoq/chronoq/client"
 	"github.com/chronoq/chronoq/internal/server"
+	"github.com/chronoq/chronoq/internal/testbin"
 )
 
-// testCA is a certificate authority made in the test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+// testCA is the tests' certificate authority (internal/testbin/ca.go).
+type testCA = testbin.CA
 
-var serial int64 = 1
-
-func newCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "chronoq test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
+func newCA(t *testing.T) *testCA { return testbin.NewCA(t) }
 
 // issue signs a leaf certificate (server: for 127.0.0.1; client: for
 // client auth) and returns its PEM certificate and key and its serial.
-func (ca *testCA) issue(t *testing.T, server bool) (certPEM, keyPEM []byte, sn *big.Int) {
+func issue(t *testing.T, ca *testCA, server bool) (certPEM, keyPEM []byte, sn *big.Int) {
 	t.Helper()
 	if server {
-		return ca.sign(t, x509.ExtKeyUsageServerAuth)
+		return ca.Sign(t, x509.ExtKeyUsageServerAuth)
 	}
-	return ca.sign(t, x509.ExtKeyUsageClientAuth)
-}
-
-// sign issues a leaf certificate for the usages (one for server auth
-// names 127.0.0.1) and returns its PEM certificate and key and its serial.
-func (ca *testCA) sign(t *testing.T, usages ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, sn *big.Int) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "chronoq test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
-	}
-	if slices.Contains(usages, x509.ExtKeyUsageServerAuth) {
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), tmpl.SerialNumber
+	return ca.Sign(t, x509.ExtKeyUsageClientAuth)
 }
 
 func writeFile(t *testing.T, dir, name string, b []byte) string {
@@ -108,19 +50,15 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 // with TLS on every listener (beanstalkd included), and the CA file.
 func tlsSetup(t *testing.T, ca *testCA) (server.Config, string, *big.Int) {
 	dir := t.TempDir()
-	cert, key, sn := ca.issue(t, true)
+	cert, key, sn := issue(t, ca, true)
 	cfg := testConfig(t)
 	cfg.TLS.Cert = writeFile(t, dir, "server.pem", cert)
 	cfg.TLS.Key = writeFile(t, dir, "server.key", key)
 	cfg.TLS.Beanstalk = true
-	return cfg, writeFile(t, dir, "ca.pem", ca.pem), sn
+	return cfg, writeFile(t, dir, "ca.pem", ca.PEM), sn
 }
 
-func caPool(ca *testCA) *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
+func caPool(ca *testCA) *x509.CertPool { return ca.Pool() }
 
 // TestTLSEveryListener: the Go client over https on the main and admin
 // listeners, and the beanstalkd protocol over TLS.
@@ -166,7 +104,7 @@ func TestTLSWrongCARefused(t *testing.T) {
 	cfg, _, _ := tlsSetup(t, newCA(t))
 	s := start(t, cfg)
 	other := newCA(t)
-	c := client.New("https://"+s.Addr(server.HTTP), client.WithCAFile(writeFile(t, t.TempDir(), "other.pem", other.pem)), client.WithRetries(0, 0))
+	c := client.New("https://"+s.Addr(server.HTTP), client.WithCAFile(writeFile(t, t.TempDir(), "other.pem", other.PEM)), client.WithRetries(0, 0))
 	_, err := c.Put(context.Background(), "q", client.PutOptions{})
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("put with the wrong CA: %v, want a certificate error", err)
@@ -205,7 +143,7 @@ func TestMutualTLS(t *testing.T) {
 	cfg, caFile, _ := tlsSetup(t, ca)
 	clientCA := newCA(t)
 	dir := t.TempDir()
-	cfg.TLS.ClientCA = writeFile(t, dir, "clientca.pem", clientCA.pem)
+	cfg.TLS.ClientCA = writeFile(t, dir, "clientca.pem", clientCA.PEM)
 	s := start(t, cfg)
 	ctx := context.Background()
 
@@ -213,7 +151,7 @@ func TestMutualTLS(t *testing.T) {
 	if _, err := bare.Put(ctx, "q", client.PutOptions{}); err == nil {
 		t.Fatal("mTLS: a client without a certificate was served")
 	}
-	cert, key, _ := clientCA.issue(t, false)
+	cert, key, _ := issue(t, clientCA, false)
 	tc, err := client.TLSFiles(caFile, writeFile(t, dir, "c.pem", cert), writeFile(t, dir, "c.key", key))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +164,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("mTLS admin with a client certificate: %v", err)
 	}
 	// a certificate from the server's CA is not one the client CA signed
-	wrongCert, wrongKey, _ := ca.issue(t, false)
+	wrongCert, wrongKey, _ := issue(t, ca, false)
 	wc, err := tls.X509KeyPair(wrongCert, wrongKey)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +216,7 @@ func TestTLSReload(t *testing.T) {
 		t.Fatalf("long-poll connection: serial %v, want the first certificate's %v", sn, oldSN)
 	}
 
-	cert, key, newSN := ca.issue(t, true)
+	cert, key, newSN := issue(t, ca, true)
 	os.WriteFile(cfg.TLS.Cert, cert, 0o600)
 	os.WriteFile(cfg.TLS.Key, key, 0o600)
 	if err := s.ReloadTLS(); err != nil {

@@ -1,17 +1,10 @@
 package cluster_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,61 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/testbin"
 	"github.com/gorilla/websocket"
 )
 
-// testCA signs the members' certificates.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
+// issue signs a member's certificate for 127.0.0.1 (server and client)
+// and writes it and its key to dir.
+func issue(t *testing.T, ca *testbin.CA, dir string) (certFile, keyFile string, pair tls.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chronoq cluster test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue signs a certificate for 127.0.0.1 usable as a server and a client
-// (what a member's peer certificate needs), and writes it and its key to
-// dir.
-func (ca *testCA) issue(t *testing.T, dir string, serial int64) (certFile, keyFile string, pair tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: fmt.Sprintf("member %d", serial)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	certPEM, keyPEM := ca.PeerPEM(t)
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
 		t.Fatal(err)
@@ -81,7 +28,7 @@ func (ca *testCA) issue(t *testing.T, dir string, serial int64) (certFile, keyFi
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +40,9 @@ func (ca *testCA) issue(t *testing.T, dir string, serial int64) (certFile, keyFi
 // an SSE stream and a WebSocket to the leader over https, verifying the
 // leader's certificate with the peer CA and presenting its own.
 func TestForwardOverTLS(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testbin.NewCA(t)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := &clusterT{t: t}
@@ -108,7 +55,7 @@ func TestForwardOverTLS(t *testing.T) {
 	c.peers = strings.Join(peers, ",")
 	var clientCert tls.Certificate
 	for _, n := range c.nodes {
-		cert, key, pair := ca.issue(t, t.TempDir(), int64(10+n.id))
+		cert, key, pair := issue(t, ca, t.TempDir())
 		clientCert = pair
 		c.start(n, "--http-tls-cert", cert, "--http-tls-key", key, "--http-tls-client-ca", caFile,
 			"--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile)
@@ -119,7 +66,7 @@ func TestForwardOverTLS(t *testing.T) {
 		}
 	})
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	tlsCfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 
