@@ -138,12 +138,33 @@ type request struct {
 	// answered guards done: a take can park and be served in one turn, so
 	// it shows up both in the batch and among the served waiters.
 	answered bool
+	// then, when set (PutThen), takes the answer instead of done: it runs
+	// on the goroutine that completes the request (the syncer, the loop, a
+	// cluster member's apply), so the caller need not wake up to hear it.
+	// tag is handed back to it. A flush then returns runs once the whole
+	// group completed with it is answered, so that a caller with several
+	// requests in one group writes their answers at once.
+	then func(tag uint64, res engine.PutResult, err error) (flush func())
+	tag  uint64
+}
+
+// complete hands r's answer to whoever waits for it; flush, when not
+// nil, must run once the answers completed alongside are handed over too.
+func (r *request) complete() (flush func()) {
+	if r.then == nil {
+		close(r.done)
+		return nil
+	}
+	res, _ := r.res.(engine.PutResult)
+	return r.then(r.tag, res, r.err)
 }
 
 func (r *request) finish() {
 	if !r.answered {
 		r.answered = true
-		close(r.done)
+		if flush := r.complete(); flush != nil {
+			flush()
+		}
 	}
 }
 
@@ -341,6 +362,7 @@ func (b *Broker) commit(batch []*request, parked []*request, token bool) {
 	if out := b.takeOut(); err == nil {
 		b.deliver(out)
 	}
+	var flushes []func()
 	answer := func(r *request) {
 		if r.park || r.answered {
 			return
@@ -348,13 +370,19 @@ func (b *Broker) commit(batch []*request, parked []*request, token bool) {
 		if err != nil {
 			r.res, r.err = nil, unavailable("write to the log failed: %v", err)
 		}
-		r.finish()
+		r.answered = true
+		if f := r.complete(); f != nil {
+			flushes = append(flushes, f)
+		}
 	}
 	for _, r := range batch {
 		answer(r)
 	}
 	for _, r := range parked {
 		answer(r)
+	}
+	for _, f := range flushes {
+		f()
 	}
 }
 
@@ -415,6 +443,7 @@ func (b *Broker) commitPipelined(batch []*request, parked []*request, token bool
 func (b *Broker) syncer(q <-chan syncItem) {
 	defer close(b.syncDone)
 	var group []syncItem
+	var flushes []func()
 	for first := range q {
 		group = append(group[:0], first)
 	more:
@@ -465,7 +494,9 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				if e != nil {
 					r.res, r.err = nil, unavailable("write to the log failed: %v", e)
 				}
-				close(r.done)
+				if f := r.complete(); f != nil {
+					flushes = append(flushes, f)
+				}
 			}
 			if it.barrier != nil {
 				close(it.barrier)
@@ -474,6 +505,14 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				b.syncIdle <- struct{}{}
 			}
 		}
+		// Answers handed to their callers (PutThen) are written here, one
+		// write per caller for the whole group, after the commit token went
+		// back: the loop's next turn runs meanwhile.
+		for i, f := range flushes {
+			f()
+			flushes[i] = nil
+		}
+		flushes = flushes[:0]
 	}
 }
 
