@@ -442,7 +442,23 @@ func (b *Broker) commitPipelined(batch []*request, parked []*request, token bool
 // taking every batch queued so far into one sync.
 func (b *Broker) syncer(q <-chan syncItem) {
 	defer close(b.syncDone)
+	// Answers taken by their callers (PutThen) are handed over by the
+	// syncer itself when a group has few of them, and otherwise by the
+	// answerer goroutine, so that writing many to their sockets does not
+	// hold up the next fdatasync. queued counts the groups the answerer
+	// has yet to finish: while it has some, the syncer's go there too,
+	// behind them, so answers are handed over in the order they became
+	// durable.
+	answerQ := make(chan []*request, 64)
+	answererDone := make(chan struct{})
+	var queued atomic.Int32
+	go b.answerer(answerQ, answererDone, &queued)
+	defer func() {
+		close(answerQ)
+		<-answererDone
+	}()
 	var group []syncItem
+	var handOver []*request
 	var flushes []func()
 	for first := range q {
 		group = append(group[:0], first)
@@ -494,9 +510,11 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				if e != nil {
 					r.res, r.err = nil, unavailable("write to the log failed: %v", e)
 				}
-				if f := r.complete(); f != nil {
-					flushes = append(flushes, f)
+				if r.then != nil {
+					handOver = append(handOver, r)
+					continue
 				}
+				close(r.done)
 			}
 			if it.barrier != nil {
 				close(it.barrier)
@@ -505,16 +523,52 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				b.syncIdle <- struct{}{}
 			}
 		}
-		// Answers handed to their callers (PutThen) are written here, one
-		// write per caller for the whole group, after the commit token went
-		// back: the loop's next turn runs meanwhile.
-		for i, f := range flushes {
-			f()
-			flushes[i] = nil
+		switch {
+		case len(handOver) > answerInline || len(handOver) > 0 && queued.Load() > 0:
+			queued.Add(1)
+			answerQ <- handOver
+			handOver = nil
+		case len(handOver) > 0:
+			answerAll(handOver, &flushes)
+			clear(handOver)
+			handOver = handOver[:0]
 		}
-		flushes = flushes[:0]
 	}
 }
+
+// answerer hands durable answers to the callers that take them
+// themselves (request.then), a group at a time, then runs the flushes
+// they asked for: one write per caller for the whole group.
+func (b *Broker) answerer(q <-chan []*request, done chan<- struct{}, queued *atomic.Int32) {
+	defer close(done)
+	var flushes []func()
+	for reqs := range q {
+		answerAll(reqs, &flushes)
+		queued.Add(-1)
+	}
+}
+
+// answerAll completes reqs, then runs the flushes they asked for.
+func answerAll(reqs []*request, flushes *[]func()) {
+	for _, r := range reqs {
+		if f := r.complete(); f != nil {
+			*flushes = append(*flushes, f)
+		}
+	}
+	for i, f := range *flushes {
+		f()
+		(*flushes)[i] = nil
+	}
+	*flushes = (*flushes)[:0]
+}
+
+// answerInline is how many caller-taken answers of one group the syncer
+// hands over itself; more go to the answerer goroutine. Measured
+// (docs/benchmarks.md, "Answers from where the sync completes"): with few
+// connections per sync, answering inline saves the wake-up of another
+// thread per group; with many, the syncer writing every answer before the
+// next fdatasync costs more than the hand-off to the answerer.
+const answerInline = 16
 
 func hasBarrier(g []syncItem) bool {
 	for _, it := range g {

@@ -78,8 +78,9 @@ func TestPutThenAnswersAfterTheSync(t *testing.T) {
 	l := &putThenLog{done: make(chan struct{}), want: n}
 	// Hold the loop so all n land in one turn: a request that parks on
 	// a channel the test closes.
-	gate := make(chan struct{})
-	go b.do(ctx, func(time.Time) (any, error) { <-gate; return nil, nil })
+	gate, inLoop := make(chan struct{}), make(chan struct{})
+	go b.do(ctx, func(time.Time) (any, error) { close(inLoop); <-gate; return nil, nil })
+	<-inLoop
 	for i := 0; i < n; i++ {
 		b.PutThen(ctx, "default", "w", engine.PutRequest{Payload: []byte(fmt.Sprint(i))}, uint64(100+i), l.then)
 	}
