@@ -221,33 +221,30 @@ func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (
 	})
 }
 
-// PutThen hands a put to the loop and returns at once, without waiting for
-// it: then gets its durable answer (once), with tag, on the goroutine that
-// completes it (the syncer after the fdatasync that covers it, the loop,
-// or a cluster member once the entry is committed), or on the caller's if
-// the put cannot be handed over. then must not block: it runs for every
-// caller of a batch in turn. A flush it returns runs once everything
-// completed with it has been handed over (one write per connection for a
-// whole group). Puts handed over one after another by one goroutine run
-// in that order, since the loop takes requests first come, first served:
-// a connection can have several puts in flight and still have its jobs
-// numbered in the order it sent them. req.Payload must stay unchanged until
-// then runs.
-func (b *Broker) PutThen(ctx context.Context, ns, q string, req engine.PutRequest, tag uint64, then func(tag uint64, res engine.PutResult, err error) (flush func())) {
-	r := &request{then: then, tag: tag}
-	r.fn = func(now time.Time) (any, error) {
-		if err := b.far.bringPut(now, ns, q, &req); err != nil {
-			return nil, err
+// PutQueued hands a put to the loop and returns without waiting for it;
+// wait gives its durable answer (once). Puts queued one after another by
+// one goroutine run in that order, since the loop takes requests first come,
+// first served: a connection can have several puts in flight, pipelined
+// behind one another, and still have its jobs numbered in the order it sent
+// them. req.Payload must stay unchanged until wait returns.
+func (b *Broker) PutQueued(ctx context.Context, ns, q string, req engine.PutRequest) (wait func() (engine.PutResult, error)) {
+	fail := func(err error) func() (engine.PutResult, error) {
+		return func() (engine.PutResult, error) { return engine.PutResult{}, err }
+	}
+	if b.closing.Load() {
+		return fail(errClosed)
+	}
+	r := &request{done: make(chan struct{})}
+	r.fn = func(now time.Time) (any, error) { return b.eng.Put(now, ns, q, req) }
+	if err := b.submit(ctx, r); err != nil {
+		return fail(err)
+	}
+	return func() (engine.PutResult, error) {
+		<-r.done
+		if r.err != nil {
+			return engine.PutResult{}, r.err
 		}
-		return b.eng.Put(now, ns, q, req)
-	}
-	var err error = errClosed
-	if !b.closing.Load() {
-		err = b.submit(ctx, r)
-	}
-	if err != nil {
-		r.res, r.err = nil, err
-		r.finish()
+		return r.res.(engine.PutResult), nil
 	}
 }
 

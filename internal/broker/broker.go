@@ -138,33 +138,12 @@ type request struct {
 	// answered guards done: a take can park and be served in one turn, so
 	// it shows up both in the batch and among the served waiters.
 	answered bool
-	// then, when set (PutThen), takes the answer instead of done: it runs
-	// on the goroutine that completes the request (the syncer, the loop, a
-	// cluster member's apply), so the caller need not wake up to hear it.
-	// tag is handed back to it. A flush then returns runs once the whole
-	// group completed with it is answered, so that a caller with several
-	// requests in one group writes their answers at once.
-	then func(tag uint64, res engine.PutResult, err error) (flush func())
-	tag  uint64
-}
-
-// complete hands r's answer to whoever waits for it; flush, when not
-// nil, must run once the answers completed alongside are handed over too.
-func (r *request) complete() (flush func()) {
-	if r.then == nil {
-		close(r.done)
-		return nil
-	}
-	res, _ := r.res.(engine.PutResult)
-	return r.then(r.tag, res, r.err)
 }
 
 func (r *request) finish() {
 	if !r.answered {
 		r.answered = true
-		if flush := r.complete(); flush != nil {
-			flush()
-		}
+		close(r.done)
 	}
 }
 
@@ -362,7 +341,6 @@ func (b *Broker) commit(batch []*request, parked []*request, token bool) {
 	if out := b.takeOut(); err == nil {
 		b.deliver(out)
 	}
-	var flushes []func()
 	answer := func(r *request) {
 		if r.park || r.answered {
 			return
@@ -370,19 +348,13 @@ func (b *Broker) commit(batch []*request, parked []*request, token bool) {
 		if err != nil {
 			r.res, r.err = nil, unavailable("write to the log failed: %v", err)
 		}
-		r.answered = true
-		if f := r.complete(); f != nil {
-			flushes = append(flushes, f)
-		}
+		r.finish()
 	}
 	for _, r := range batch {
 		answer(r)
 	}
 	for _, r := range parked {
 		answer(r)
-	}
-	for _, f := range flushes {
-		f()
 	}
 }
 
@@ -442,24 +414,7 @@ func (b *Broker) commitPipelined(batch []*request, parked []*request, token bool
 // taking every batch queued so far into one sync.
 func (b *Broker) syncer(q <-chan syncItem) {
 	defer close(b.syncDone)
-	// Answers taken by their callers (PutThen) are handed over by the
-	// syncer itself when a group has few of them, and otherwise by the
-	// answerer goroutine, so that writing many to their sockets does not
-	// hold up the next fdatasync. queued counts the groups the answerer
-	// has yet to finish: while it has some, the syncer's go there too,
-	// behind them, so answers are handed over in the order they became
-	// durable.
-	answerQ := make(chan []*request, 64)
-	answererDone := make(chan struct{})
-	var queued atomic.Int32
-	go b.answerer(answerQ, answererDone, &queued)
-	defer func() {
-		close(answerQ)
-		<-answererDone
-	}()
 	var group []syncItem
-	var handOver []*request
-	var flushes []func()
 	for first := range q {
 		group = append(group[:0], first)
 	more:
@@ -510,10 +465,6 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				if e != nil {
 					r.res, r.err = nil, unavailable("write to the log failed: %v", e)
 				}
-				if r.then != nil {
-					handOver = append(handOver, r)
-					continue
-				}
 				close(r.done)
 			}
 			if it.barrier != nil {
@@ -523,52 +474,8 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				b.syncIdle <- struct{}{}
 			}
 		}
-		switch {
-		case len(handOver) > answerInline || len(handOver) > 0 && queued.Load() > 0:
-			queued.Add(1)
-			answerQ <- handOver
-			handOver = nil
-		case len(handOver) > 0:
-			answerAll(handOver, &flushes)
-			clear(handOver)
-			handOver = handOver[:0]
-		}
 	}
 }
-
-// answerer hands durable answers to the callers that take them
-// themselves (request.then), a group at a time, then runs the flushes
-// they asked for: one write per caller for the whole group.
-func (b *Broker) answerer(q <-chan []*request, done chan<- struct{}, queued *atomic.Int32) {
-	defer close(done)
-	var flushes []func()
-	for reqs := range q {
-		answerAll(reqs, &flushes)
-		queued.Add(-1)
-	}
-}
-
-// answerAll completes reqs, then runs the flushes they asked for.
-func answerAll(reqs []*request, flushes *[]func()) {
-	for _, r := range reqs {
-		if f := r.complete(); f != nil {
-			*flushes = append(*flushes, f)
-		}
-	}
-	for i, f := range *flushes {
-		f()
-		(*flushes)[i] = nil
-	}
-	*flushes = (*flushes)[:0]
-}
-
-// answerInline is how many caller-taken answers of one group the syncer
-// hands over itself; more go to the answerer goroutine. Measured
-// (docs/benchmarks.md, "Answers from where the sync completes"): with few
-// connections per sync, answering inline saves the wake-up of another
-// thread per group; with many, the syncer writing every answer before the
-// next fdatasync costs more than the hand-off to the answerer.
-const answerInline = 16
 
 func hasBarrier(g []syncItem) bool {
 	for _, it := range g {

@@ -1,11 +1,9 @@
 package stats
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 )
 
 // CountingListener counts the open connections it accepted, for protocols
@@ -40,14 +38,4 @@ type countedConn struct {
 func (c *countedConn) Close() error {
 	c.once.Do(func() { c.l.open.Add(-1) })
 	return c.Conn.Close()
-}
-
-// SyscallConn gives the socket's raw connection, so the protocol's
-// non-blocking writes (internal/api/beanstalk/answers.go) reach it through
-// the count.
-func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
 }

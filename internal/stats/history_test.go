@@ -2,7 +2,6 @@ package stats
 
 import (
 	"net"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,35 +112,5 @@ func TestCountingListener(t *testing.T) {
 	}
 	if cl.Open() != 0 {
 		t.Fatalf("open %d, want 0", cl.Open())
-	}
-}
-
-// A counted connection still gives its socket's raw connection: the
-// beanstalkd protocol writes answers with non-blocking writes through it
-// (internal/api/beanstalk/answers.go), and without it fell back to a
-// goroutine per write.
-func TestCountedConnKeepsTheRawSocket(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := Count(ln)
-	defer cl.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	c, err := cl.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		t.Fatal("a counted connection hides its socket (no syscall.Conn)")
-	}
-	if _, err := sc.SyscallConn(); err != nil {
-		t.Fatal(err)
 	}
 }

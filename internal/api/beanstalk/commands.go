@@ -3,7 +3,6 @@ package beanstalk
 import (
 	"bytes"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -351,25 +350,14 @@ func (c *conn) put(arg string) bool {
 	if d > 0 {
 		req.Delay = &d
 	}
-	if int64(size) <= queuedPutMax {
-		// Hand the put over and read on: its answer leaves from where it
-		// completes (answers.go), and puts pipelined in one read share a
-		// loop turn and an fdatasync.
-		if !c.ans.room(int(size)) {
-			c.settlePuts()
-		}
-		if c.w.Buffered() > 0 {
-			// Answers queued here go first; from now on the put's answer
-			// may leave any moment.
-			if err := c.w.Flush(); err != nil {
-				return false
-			}
-			c.settle(time.Now())
-		}
+	if c.r.Buffered() > 0 && int64(size) <= queuedPutMax && len(c.queued) < maxQueuedPuts && c.queuedBytes+int(size) <= maxQueuedBytes {
+		// The client pipelines: more commands arrived behind this one.
+		// Start the put and read on, so the puts in this read share one
+		// loop turn and one fdatasync instead of one each; their answers
+		// go out in order (settlePuts) before any other answer.
 		req.Payload = append([]byte(nil), req.Payload...)
-		tag := c.ans.hand(c.use.name, int(size))
-		c.handed = true
-		c.s.b.PutThen(c.ctx, c.s.opts.Namespace, c.use.queue, req, tag, c.ans.answerFn)
+		c.queued = append(c.queued, c.s.b.PutQueued(c.ctx, c.s.opts.Namespace, c.use.queue, req))
+		c.queuedBytes += int(size)
 		return true
 	}
 	c.settlePuts()
@@ -380,16 +368,14 @@ func (c *conn) put(arg string) bool {
 	if cap(c.body) > keepBody {
 		c.body = nil // an odd large job should not pin its buffer
 	}
-	c.out = c.appendPutAnswer(c.out[:0], c.use.name, res, err)
-	_, _ = c.w.Write(c.out)
+	c.answerPut(res, err)
 	return true
 }
 
 // Bounds of the puts a connection has in flight at once (see put). A put
-// larger than the default queue payload limit is never handed over
-// without waiting: it may need the tube's limit raised first
-// (raiseTubeLimit), which a put already handed to the loop cannot wait
-// for.
+// larger than the default queue payload limit is never queued: it may need
+// the tube's limit raised first (raiseTubeLimit), which a queued put, already
+// handed to the loop, cannot wait for.
 const (
 	maxQueuedPuts  = 256
 	maxQueuedBytes = 4 << 20
@@ -397,41 +383,45 @@ const (
 
 var queuedPutMax = int64(engine.DefaultQueueConfig().MaxPayload)
 
-// settlePuts waits until the puts handed over are answered and their
-// answers are written or queued ahead of what comes next.
+// settlePuts waits for the queued puts, in the order they were sent, and
+// queues their answers.
 func (c *conn) settlePuts() {
-	if !c.handed {
+	if len(c.queued) == 0 {
 		return
 	}
-	c.handed = false
-	c.ans.settle(c.w)
+	q := c.queued
+	c.queued, c.queuedBytes = nil, 0 // the answers below must not settle again
+	for _, wait := range q {
+		c.answerPut(wait())
+	}
+	clear(q)
+	c.queued = q[:0]
 }
 
-// appendPutAnswer appends the answer to a put. It runs on whichever
-// goroutine completes the put (answers.go).
-func (c *conn) appendPutAnswer(b []byte, tube string, res engine.PutResult, err error) []byte {
+// answerPut queues the answer to a put.
+func (c *conn) answerPut(res engine.PutResult, err error) {
 	if err != nil {
 		switch engine.CodeOf(err) {
 		case engine.CodePayloadTooLarge:
-			return append(b, msgJobTooBig...)
+			c.send(msgJobTooBig)
 		case engine.CodeUnavailable:
 			if c.s.draining.Load() {
-				return append(b, msgDraining...)
+				c.send(msgDraining)
+			} else {
+				// beanstalkd's answer when its log has no room
+				c.send(msgOutOfMemory)
 			}
-			// beanstalkd's answer when its log has no room
-			return append(b, msgOutOfMemory...)
 		case engine.CodeQueueFull:
-			return append(b, msgOutOfMemory...)
+			c.send(msgOutOfMemory)
 		default:
 			// e.g. a namespace whose queues are not created on demand:
 			// a put has no NOT_FOUND to answer.
-			c.s.lg.Warn("beanstalk: put failed", "tube", tube, "err", err)
-			return append(b, msgInternalError...)
+			c.s.lg.Warn("beanstalk: put failed", "tube", c.use.name, "err", err)
+			c.send(msgInternalError)
 		}
+		return
 	}
-	b = append(b, "INSERTED "...)
-	b = strconv.AppendUint(b, res.Seq, 10)
-	return append(b, '\r', '\n')
+	c.sendNum("INSERTED", res.Seq)
 }
 
 // delete removes a job this connection reserved, or any job that is

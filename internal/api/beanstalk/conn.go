@@ -16,9 +16,9 @@ import (
 
 // A conn is one client connection, served by one goroutine: commands are
 // read, run and answered strictly in order; answers are flushed before the
-// connection reads again. The one overlap: a put is handed to the broker
-// and answered from where it completes (answers.go), while the connection
-// reads on; anything else waits until the puts before it are answered.
+// connection reads again. The one overlap: puts pipelined in one read are
+// all handed to the broker before the first is awaited (they share a loop
+// turn and an fdatasync), and anything else waits until they are answered.
 type conn struct {
 	s   *Server
 	nc  net.Conn
@@ -41,11 +41,10 @@ type conn struct {
 	body []byte // put body buffer, reused: the broker copies payloads
 	out  []byte // scratch for answer lines
 
-	// ans answers the puts handed to the broker (answers.go); handed says
-	// some may be in flight: every other answer waits for them
-	// (settlePuts).
-	ans    *putAnswers
-	handed bool
+	// queued are puts started but not yet answered (pipelined puts, see
+	// put): every answer waits for them (settlePuts).
+	queued      []func() (engine.PutResult, error)
+	queuedBytes int
 }
 
 type tubeRef struct {
@@ -96,8 +95,7 @@ func (r *reservation) extend(until, now time.Time) {
 // sockReader feeds the connection's buffered reader. Before it blocks on
 // the socket it flushes the answers queued so far: answers to pipelined
 // commands leave together, and none waits behind a read (a command line
-// or body still incomplete, or nothing more to do). The answers of puts
-// in flight need no flush: they leave from where the puts complete.
+// or body still incomplete, or nothing more to do).
 //
 // While a reserve waits, a watcher goroutine reads the socket to notice
 // the client going away; what it read (pipelined commands) is handed back
@@ -106,6 +104,7 @@ type sockReader struct {
 	nc      net.Conn
 	w       *bufio.Writer
 	idle    time.Duration   // Options.IdleTimeout
+	settle  func()          // queues the answers of puts in flight
 	flushed func(time.Time) // after the buffered answers left
 	pending []byte
 	err     error
@@ -117,7 +116,9 @@ func (r *sockReader) Read(p []byte) (int, error) {
 		r.pending = r.pending[n:]
 		return n, nil
 	}
-	// Nothing may wait behind a read that can block.
+	// Nothing may wait behind a read that can block: not the answers
+	// already queued, nor those of the puts in flight.
+	r.settle()
 	if r.w.Buffered() > 0 {
 		if err := r.w.Flush(); err != nil {
 			return 0, err
@@ -143,7 +144,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, ctx: s.ctx, resv: map[uint64]*reservation{}}
 	c.w = bufio.NewWriterSize(nc, bufSize)
 	c.sr.nc, c.sr.w, c.sr.idle, c.sr.flushed = nc, c.w, s.opts.IdleTimeout, c.settle
-	c.ans = newPutAnswers(nc, c.appendPutAnswer)
+	c.sr.settle = c.settlePuts
 	c.r = bufio.NewReaderSize(&c.sr, bufSize)
 	def := tubeRef{name: "default", queue: "default"}
 	if q, ok := queueOf("default"); ok {

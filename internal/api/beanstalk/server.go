@@ -21,12 +21,9 @@ import (
 // implements it). Every call is answered after its effects are durable.
 type Backend interface {
 	Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error)
-	// PutThen starts a put and returns at once; puts started one after
-	// another run in that order. then gets the durable answer with tag,
-	// on the goroutine that completes the put, and must not block; a
-	// flush it returns runs once the puts completed alongside are answered
-	// too (*broker.Broker.PutThen).
-	PutThen(ctx context.Context, ns, q string, req engine.PutRequest, tag uint64, then func(tag uint64, res engine.PutResult, err error) (flush func()))
+	// PutQueued starts a put and returns at once; puts started one after
+	// another run in that order. wait gives the durable answer.
+	PutQueued(ctx context.Context, ns, q string, req engine.PutRequest) (wait func() (engine.PutResult, error))
 	Take(ctx context.Context, ns string, req engine.TakeRequest, wait time.Duration) ([]engine.Job, error)
 	TakeBest(ctx context.Context, ns string, queues []string) ([]engine.Job, error)
 	ReserveJob(ctx context.Context, ns, q, id string, ttr *time.Duration) (engine.Job, error)
