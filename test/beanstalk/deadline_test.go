@@ -59,7 +59,11 @@ func TestDeadlineSoonNotEarly(t *testing.T) {
 						if d := time.Since(sent[i]); d < strict {
 							t.Errorf("%s: DEADLINE_SOON %v after sending %q with TTR 2s, want at least %v", s.name, d, cmd, strict)
 						}
-						const slack = 10 * time.Millisecond
+						// Counted from when the client read the answer, which a
+						// loaded machine delays past when the server wrote it:
+						// only a count from an earlier event (a touch not
+						// restarting it) comes this much early.
+						const slack = 250 * time.Millisecond
 						if d := time.Since(saw[i]); d < time.Second-slack {
 							t.Errorf("%s: DEADLINE_SOON %v after %q with TTR 2s, want at least %v", s.name, d, answer, time.Second-slack)
 						}
