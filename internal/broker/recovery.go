@@ -23,6 +23,7 @@ func (b *Broker) recover() error {
 		b.opts.WAL.CountJobs = CountJobRecords
 	}
 	b.opts.WAL.OnDamage = b.onDamage
+	b.opts.WAL.OnCheckDamage = b.onCheckDamage
 	log, err := wal.Open(b.walDir(), b.opts.WAL)
 	if err != nil {
 		return fmt.Errorf("broker: open log: %w", err)
@@ -99,14 +100,17 @@ func CountJobRecords(body []byte) (int, bool) {
 	return n, true
 }
 
-// Damaged stored bytes are handled in two places, both ending in the same
-// logged engine change (engine.DeadLetterDamaged: the job goes dead, its
-// damaged blobs are dropped, its last error names the file and offset), so
-// replay reproduces it like any other change:
+// Damaged stored bytes are handled in three places, all ending in the
+// same logged engine change (engine.DeadLetterDamaged: the job goes dead,
+// its damaged blobs are dropped, its last error names the file and
+// offset), so replay reproduces it like any other change:
 //
-//   - at start, for every range recovery reported damaged (bad regions in
-//     segments before the snapshot position; with --force-recovery, what it
-//     skipped), before the loop serves anything;
+//   - at start, for every range recovery reported damaged (segments before
+//     the snapshot position whose header is unreadable; with
+//     --force-recovery, what it skipped), before the loop serves anything;
+//   - when the deferred check of a segment before the snapshot position
+//     (the background scrub, scrub.go, or the first payload read from that
+//     segment) finds bad regions: queued to the loop (onCheckDamage);
 //   - on a payload read that fails its checksum (peek, take, list, results,
 //     compaction), which runs off the loop: the read is refused with an
 //     error naming file and offset, and the dead-lettering is queued to the
@@ -169,25 +173,36 @@ func (b *Broker) onDamage(e *wal.DamageError) {
 	if e.FrameEnd > 0 {
 		from, to = uint32(e.FrameOffset), uint32(min(e.FrameEnd, 1<<32-1))
 	}
-	key := [3]uint32{e.Segment, from, to}
-	if _, busy := b.retiring.LoadOrStore(key, true); busy {
-		return
+	if b.retireLater(e.Segment, from, to, "payload or result lost: "+e.Error(), e.File, e.FrameOffset) {
+		b.lg.Error("refused to serve damaged stored bytes; dead-lettering the jobs that own them", "err", e.Error())
 	}
-	b.lg.Error("refused to serve damaged stored bytes; dead-lettering the jobs that own them", "err", e.Error())
-	reason := "payload or result lost: " + e.Error()
+}
+
+// retireLater dead-letters, through the loop, the jobs whose blobs lie in
+// [from, to) of segment seg, once per range at a time; file and offset are
+// for the log line. It reports false when that range is being retired
+// already.
+func (b *Broker) retireLater(seg, from, to uint32, reason, file string, offset int64) bool {
+	key := [3]uint32{seg, from, to}
+	if _, busy := b.retiring.LoadOrStore(key, true); busy {
+		return false
+	}
 	go func() {
 		defer b.retiring.Delete(key)
 		res, err := b.do(context.Background(), func(now time.Time) (any, error) {
-			return b.eng.DeadLetterDamaged(now, e.Segment, from, to, reason)
+			return b.eng.DeadLetterDamaged(now, seg, from, to, reason)
 		})
 		if err != nil {
-			b.lg.Error("dead-lettering jobs with damaged payloads failed; the next read retries", "err", err)
+			if !errors.Is(err, errClosed) {
+				b.lg.Error("dead-lettering jobs with damaged payloads failed; the next read retries", "err", err)
+			}
 			return
 		}
 		n, _ := res.(int)
 		b.observeDamage("job_dead_lettered", n)
-		b.lg.Warn("jobs dead-lettered: their payload or result is damaged", "file", e.File, "offset", e.FrameOffset, "jobs", n)
+		b.lg.Warn("jobs dead-lettered: their payload or result is damaged", "file", file, "offset", offset, "jobs", n)
 	}()
+	return true
 }
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
