@@ -88,12 +88,12 @@ type Log struct {
 	log  *slog.Logger
 
 	// Owned by the loop goroutine.
-	state    int // stateOpen, stateReplayed, stateReplayFailed, stateClosed
-	active   *writeSeg
-	nextNum  uint32
-	pending  []*pendingWrite
-	spare    []byte
-	readBuf  []byte // replay's segment image, reused across segments
+	state   int // stateOpen, stateReplayed, stateReplayFailed, stateClosed
+	active  *writeSeg
+	nextNum uint32
+	pending []*pendingWrite
+	spare   []byte
+	readBuf []byte // replay's segment image, reused across segments
 
 	// checkMu serialises the deferred checks of old segments (oldcheck.go),
 	// which share checkBuf.
