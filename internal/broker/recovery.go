@@ -280,6 +280,7 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 		limit = int(min(st.Size()/minJobRecord, 1<<32-2))
 	}
 	eng := engine.New(engine.Options{ReserveLimit: limit})
+	eng.StartBulkLoad()
 	var far []byte
 	for d := range ch {
 		if d.err != nil {
@@ -295,7 +296,11 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			}
 			continue
 		}
+		// an entry (the metadata, first) sees the delayed heap in order
+		eng.FinishBulkLoad()
 		eng.Apply(d.ent)
+		eng.StartBulkLoad()
 	}
+	eng.FinishBulkLoad()
 	return eng, r.Pos(), far, nil
 }
