@@ -221,17 +221,21 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 	}
 	defer r.Close()
 	// Reading and applying overlap: one goroutine reads (and checks) the
-	// next items, decoding the entries of older snapshots, while this one
-	// applies, which keeps both cores busy. Job chunks need no decoding:
-	// the engine copies their records into its slab (engine/snapchunk.go).
+	// next items, decoding the entries of older snapshots and parsing and
+	// checking job chunks (engine.ParseChunk), while this one applies,
+	// which keeps both cores busy. Job chunks need no decoding per job: the
+	// engine copies their records into its slab (engine/snapchunk.go).
 	type decoded struct {
 		ent   *engine.Entry
-		chunk []byte
+		chunk *engine.ParsedChunk
 		far   []byte // the far store's manifest
 		where string // block and offset of a chunk, for errors
 		err   error
 	}
-	ch := make(chan decoded, 4)
+	// A deep queue (~16 MB of job chunks of 1024 jobs) so that a slow
+	// stretch of disk reads, when the snapshot is not in the page cache,
+	// does not stall the applying side.
+	ch := make(chan decoded, 256)
 	stop := make(chan struct{})
 	// The reader goroutine must be gone before the reader closes (the
 	// deferred Close above runs after this): applying can fail and return
@@ -254,9 +258,13 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			case isFarManifest(item):
 				d.far = bytes.Clone(item)
 			case engine.IsChunk(item):
-				d.chunk = bytes.Clone(item) // the reader reuses its buffer
+				// parsed and checked here, off the applying goroutine;
+				// cloned first: the reader reuses its buffer
 				blk, off := r.Where()
 				d.where = fmt.Sprintf("block %d at offset %d", blk, off)
+				if d.chunk, d.err = engine.ParseChunk(bytes.Clone(item)); d.err != nil {
+					d.err = fmt.Errorf("snapshot %s: %s: %w", path, d.where, d.err)
+				}
 			default:
 				if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
 					d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
@@ -291,7 +299,7 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			continue
 		}
 		if d.chunk != nil {
-			if err := eng.LoadItem(d.chunk); err != nil {
+			if err := eng.LoadParsed(d.chunk); err != nil {
 				return nil, wal.Position{}, nil, fmt.Errorf("snapshot %s: %s: %w", path, d.where, err)
 			}
 			continue

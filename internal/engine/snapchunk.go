@@ -193,10 +193,11 @@ func (e *Engine) LoadItem(item []byte) error {
 		e.Apply(ent)
 		return nil
 	}
-	if err := e.loadChunk(item); err != nil {
-		return fmt.Errorf("%w: job chunk: %v", ErrCorrupt, err)
+	pc, err := ParseChunk(item)
+	if err != nil {
+		return err
 	}
-	return nil
+	return e.LoadParsed(pc)
 }
 
 // A bulk load (StartBulkLoad ... FinishBulkLoad around the LoadItem calls
@@ -337,13 +338,65 @@ func (r *chunkReader) count(what string, min int) int {
 	return int(n)
 }
 
-func (e *Engine) loadChunk(item []byte) error {
+// ParsedChunk is a job chunk read and checked without an engine
+// (ParseChunk), so that a loader can parse the next chunk on another
+// goroutine while the engine installs this one (Engine.LoadParsed). It
+// points into the item's bytes, which must stay unchanged until then.
+type ParsedChunk struct {
+	v1       bool
+	recSize  int
+	n        int
+	recs     []byte
+	classes  map[uint32]*chunkClass
+	keys     map[uint32][]byte
+	exts     []chunkExt
+	resvs    []chunkResv
+	attempts []chunkAttempt
+}
+
+type chunkClass struct {
+	ns, name  []byte
+	ttr, prio uint32
+	q         *queue // in the installing engine
+	id        uint32 // in that engine, once a job has taken it
+}
+
+// The tables below list jobs by their index in the record table, in
+// increasing order (NextItem writes them so), which lets the loops walk
+// them with a cursor instead of a map lookup per job.
+type chunkExt struct {
+	at uint32
+	b  []byte
+}
+
+type chunkResv struct {
+	at uint32
+	ri resvInfo
+}
+
+type chunkAttempt struct{ at, a uint32 }
+
+// ParseChunk reads and checks a job chunk (IsChunk) for LoadParsed. A
+// chunk whose bytes do not make sense is refused with an error wrapping
+// ErrCorrupt.
+func ParseChunk(item []byte) (*ParsedChunk, error) {
+	pc, err := parseChunk(item)
+	if err != nil {
+		return nil, fmt.Errorf("%w: job chunk: %v", ErrCorrupt, err)
+	}
+	return pc, nil
+}
+
+func parseChunk(item []byte) (*ParsedChunk, error) {
 	if !littleEndian {
-		return errors.New("job chunks are only read on little-endian machines")
+		return nil, errors.New("job chunks are only read on little-endian machines")
+	}
+	if !IsChunk(item) {
+		return nil, errors.New("not a job chunk")
 	}
 	r := chunkReader{b: item[1:]}
 	if len(r.b) < 1 || (r.b[0] != chunkVersion && r.b[0] != chunkVersionV1) {
-		return fmt.Errorf("unknown chunk version")
+		return nil, fmt.Errorf("unknown chunk version")
 	}
 	v1 := r.b[0] == chunkVersionV1
 	r.b = r.b[1:]
@@ -352,14 +405,9 @@ func (e *Engine) loadChunk(item []byte) error {
 		recSize = jobSizeV1
 	}
 	if size := r.u32("record size"); r.err == nil && int(size) != recSize {
-		return fmt.Errorf("job records of %d bytes, this build's are %d (written by another version)", size, recSize)
+		return nil, fmt.Errorf("job records of %d bytes, this build's are %d (written by another version)", size, recSize)
 	}
-	type class struct {
-		q         *queue
-		ttr, prio uint32
-		id        uint32 // in this engine, once a job has taken it
-	}
-	classes := map[uint32]*class{}
+	classes := map[uint32]*chunkClass{}
 	minClass := 14
 	if v1 {
 		minClass = 10
@@ -367,55 +415,40 @@ func (e *Engine) loadChunk(item []byte) error {
 	for i, n := 0, r.count("class table", minClass); i < n; i++ {
 		id := r.u32("class id")
 		ns, name := r.bytes("namespace"), r.bytes("queue name")
-		c := &class{ttr: r.u32("ttr")}
+		c := &chunkClass{ns: ns, name: name, ttr: r.u32("ttr")}
 		if !v1 {
 			c.prio = r.u32("priority")
 		}
 		if r.err != nil {
 			break
 		}
-		if c.q = e.lookupQueue(string(ns), string(name)); c.q == nil {
-			return fmt.Errorf("job of unknown queue %q in namespace %q", name, ns)
-		}
 		classes[id] = c
 	}
-	keys := map[uint32]string{}
+	keys := map[uint32][]byte{}
 	for i, n := 0, r.count("key table", 5); i < n; i++ {
 		id := r.u32("key id")
 		k := r.bytes("key")
 		if r.err == nil && (id == 0 || len(k) == 0) {
 			r.fail("key")
 		}
-		keys[id] = string(k)
+		keys[id] = k
 	}
 	n := r.count("job count", recSize)
 	if r.err != nil {
-		return r.err
+		return nil, r.err
 	}
 	recs := r.b[:n*recSize]
 	r.b = r.b[n*recSize:]
-	// The tables below list jobs by their index in the record table, in
-	// increasing order (NextItem writes them so), which lets the loops
-	// below walk them with a cursor instead of a map lookup per job.
-	type extAt struct {
-		at uint32
-		b  []byte
-	}
-	type resvAt struct {
-		at uint32
-		ri resvInfo
-	}
-	type attemptAt struct{ at, a uint32 }
-	var exts []extAt
+	var exts []chunkExt
 	for i, m := 0, r.count("rare-field table", 5); i < m; i++ {
 		at := r.u32("rare-field job")
 		b := r.bytes("rare fields")
 		if r.err == nil && (int(at) >= n || !validExt(b) || (i > 0 && at <= exts[i-1].at)) {
 			r.fail("rare fields")
 		}
-		exts = append(exts, extAt{at, b})
+		exts = append(exts, chunkExt{at, b})
 	}
-	var resvs []resvAt
+	var resvs []chunkResv
 	minResv := 36
 	if v1 {
 		minResv = 32
@@ -429,46 +462,31 @@ func (e *Engine) loadChunk(item []byte) error {
 		if r.err == nil && (int(at) >= n || (i > 0 && at <= resvs[i-1].at)) {
 			r.fail("reservation job")
 		}
-		resvs = append(resvs, resvAt{at, ri})
+		resvs = append(resvs, chunkResv{at, ri})
 	}
-	var attempts []attemptAt
+	var attempts []chunkAttempt
 	if !v1 {
 		for i, m := 0, r.count("attempt table", 8); i < m; i++ {
 			at, a := r.u32("attempt job"), r.u32("attempt")
 			if r.err == nil && (int(at) >= n || a == 0 || (i > 0 && at <= attempts[i-1].at)) {
 				r.fail("attempt")
 			}
-			attempts = append(attempts, attemptAt{at, a})
+			attempts = append(attempts, chunkAttempt{at, a})
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("chunk end")
 	}
 	if r.err != nil {
-		return r.err
+		return nil, r.err
 	}
-	// rec reads record i into j, with the priority the record's version
-	// keeps elsewhere (and, for v1, the attempt count)
-	rec := func(i int, j *job) (prio, attemptV1 uint32) {
-		if !v1 {
-			copy(unsafe.Slice((*byte)(unsafe.Pointer(j)), jobSize), recs[i*jobSize:])
-			if c := classes[j.cls]; c != nil {
-				prio = c.prio
-			}
-			return prio, 0
-		}
-		var o jobV1
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&o)), jobSizeV1), recs[i*jobSizeV1:])
-		*j = job{id: o.id, seqLo: o.seqLo, atLo: o.atLo, seqHi: o.seqHi, atHi: o.atHi, cls: o.cls, key: o.key,
-			payload: o.payload, hidx: o.hidx, tries: o.tries, state: o.state, flags: o.flags}
-		return o.prio, o.attempt
-	}
+	pc := &ParsedChunk{v1: v1, recSize: recSize, n: n, recs: recs, classes: classes, keys: keys, exts: exts, resvs: resvs, attempts: attempts}
 	// check every record before installing any, so a bad chunk leaves
 	// nothing half-loaded behind
 	var j job
 	xi, ri, ai := 0, 0, 0
 	for i := 0; i < n; i++ {
-		rec(i, &j)
+		pc.rec(i, &j)
 		at := uint32(i)
 		hasExt := xi < len(exts) && exts[xi].at == at
 		hasResv := ri < len(resvs) && resvs[ri].at == at
@@ -483,25 +501,57 @@ func (e *Engine) loadChunk(item []byte) error {
 			ai++
 		}
 		if j.state < StateDelayed || j.state > StateCompleted {
-			return fmt.Errorf("job %d: bad state %d", i, j.state)
+			return nil, fmt.Errorf("job %d: bad state %d", i, j.state)
 		}
 		if classes[j.cls] == nil {
-			return fmt.Errorf("job %d: class %d not in the chunk's table", i, j.cls)
+			return nil, fmt.Errorf("job %d: class %d not in the chunk's table", i, j.cls)
 		}
 		if _, ok := keys[j.key]; j.key != 0 && !ok {
-			return fmt.Errorf("job %d: key id %d not in the chunk's table", i, j.key)
+			return nil, fmt.Errorf("job %d: key id %d not in the chunk's table", i, j.key)
 		}
 		if hasResv != (j.state == StateReserved) {
-			return fmt.Errorf("job %d: reservation does not match its state", i)
+			return nil, fmt.Errorf("job %d: reservation does not match its state", i)
 		}
 		if hasAttempt && j.state == StateReserved {
-			return fmt.Errorf("job %d: a reserved job's attempt count belongs to its reservation", i)
+			return nil, fmt.Errorf("job %d: a reserved job's attempt count belongs to its reservation", i)
 		}
 		if hasExt != (j.flags&fHasExt != 0) || (j.flags&fULID == 0 && !hasExt) {
-			return fmt.Errorf("job %d: rare fields do not match its flags", i)
+			return nil, fmt.Errorf("job %d: rare fields do not match its flags", i)
 		}
 	}
-	xi, ri, ai = 0, 0, 0
+	return pc, nil
+}
+
+// rec reads record i into j, with the priority the record's version keeps
+// elsewhere (and, for v1, the attempt count).
+func (pc *ParsedChunk) rec(i int, j *job) (prio, attemptV1 uint32) {
+	if !pc.v1 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(j)), jobSize), pc.recs[i*jobSize:])
+		if c := pc.classes[j.cls]; c != nil {
+			prio = c.prio
+		}
+		return prio, 0
+	}
+	var o jobV1
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&o)), jobSizeV1), pc.recs[i*jobSizeV1:])
+	*j = job{id: o.id, seqLo: o.seqLo, atLo: o.atLo, seqHi: o.seqHi, atHi: o.atHi, cls: o.cls, key: o.key,
+		payload: o.payload, hidx: o.hidx, tries: o.tries, state: o.state, flags: o.flags}
+	return o.prio, o.attempt
+}
+
+// LoadParsed installs a chunk ParseChunk accepted, like LoadItem. A
+// chunk naming a queue this engine does not have is refused (wrapping
+// ErrCorrupt) before anything is installed.
+func (e *Engine) LoadParsed(pc *ParsedChunk) error {
+	for _, c := range pc.classes {
+		c.q, c.id = e.lookupQueue(string(c.ns), string(c.name)), 0
+		if c.q == nil {
+			return fmt.Errorf("%w: job chunk: job of unknown queue %q in namespace %q", ErrCorrupt, c.name, c.ns)
+		}
+	}
+	v1, n, classes, keys, exts, resvs, attempts := pc.v1, pc.n, pc.classes, pc.keys, pc.exts, pc.resvs, pc.attempts
+	rec := pc.rec
+	xi, ri, ai := 0, 0, 0
 	// v1 records carry their own priority, so their classes are looked up
 	// per job; the last one found is kept, as a chunk's jobs mostly share it
 	var lastKey classKey
@@ -540,7 +590,12 @@ func (e *Engine) loadChunk(item []byte) error {
 		j.state, j.hidx = StateNone, 0
 		j.flags &^= fAttempt
 		if j.key != 0 {
-			j.key = e.keys.ref(keys[j.key])
+			if id, ok := e.keys.ids[string(keys[j.key])]; ok {
+				e.keys.refs[id]++ // no string made for a key the engine has
+				j.key = id
+			} else {
+				j.key = e.keys.ref(string(keys[j.key]))
+			}
 		}
 		e.seq = max(e.seq, j.seqNo())
 		var x jobExt
