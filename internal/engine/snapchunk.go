@@ -222,6 +222,15 @@ func (e *Engine) StartBulkLoad() {
 	}
 	e.bulk.on = true
 	e.bulk.at = e.bulk.at[:0]
+	if n := len(e.jobs.chunks) * chunkSize; e.jobs.live == 0 && len(e.delayed.s) == 0 && n > cap(e.delayed.s) {
+		// The slab was sized from the snapshot's job count (its metadata
+		// comes first): size the arrays alike rather than double them
+		// from nothing, which copies and touches twice the memory (3.9 s
+		// of a 100 M-job load). FinishBulkLoad gives back what the
+		// delayed jobs did not use.
+		e.delayed.s = make([]uint32, 0, n)
+		e.bulk.at = make([]int64, 0, n)
+	}
 	for _, slot := range e.delayed.s {
 		e.bulk.at = append(e.bulk.at, e.jobs.get(slot).atMS())
 	}
@@ -260,6 +269,9 @@ func (e *Engine) FinishBulkLoad() {
 	}
 	for i, slot := range s {
 		e.jobs.get(slot).hidx = uint32(i)
+	}
+	if cap(s) > 2*len(s)+4096 {
+		e.delayed.s = append([]uint32(nil), s...)
 	}
 	e.bulk = bulkLoad{}
 }

@@ -229,8 +229,10 @@ func TestBulkLoadBuildsTheDelayedHeap(t *testing.T) {
 	}
 	f.put("a", PutRequest{}) // a ready job among them
 	items := chunkItems(t, f.e, 256)
-	load := func(bulk bool) *Engine {
-		r := New(Options{Seed: 7})
+	load := func(bulk bool, reserve int) *Engine {
+		// with a reserve limit the snapshot's job count sizes the slab,
+		// and a bulk load sizes the delayed arrays from it
+		r := New(Options{Seed: 7, ReserveLimit: reserve})
 		if bulk {
 			r.StartBulkLoad()
 		}
@@ -245,10 +247,19 @@ func TestBulkLoadBuildsTheDelayedHeap(t *testing.T) {
 		}
 		return r
 	}
-	plain, bulk := load(false), load(true)
-	if len(bulk.delayed.s) < 2900 {
-		t.Fatalf("%d delayed jobs", len(bulk.delayed.s))
+	plain := load(false, 0)
+	for _, reserve := range []int{0, 1 << 20} {
+		bulk := load(true, reserve)
+		if len(bulk.delayed.s) < 2900 {
+			t.Fatalf("%d delayed jobs", len(bulk.delayed.s))
+		}
+		checkBulk(t, f, plain, bulk)
+		plain = load(false, 0) // the check took every job
 	}
+}
+
+func checkBulk(t *testing.T, f *fixture, plain, bulk *Engine) {
+	t.Helper()
 	for i, slot := range bulk.delayed.s {
 		if h := bulk.jobs.get(slot).hidx; h != uint32(i) {
 			t.Fatalf("job at heap position %d says %d", i, h)
