@@ -72,6 +72,10 @@ DISK=$(du -sb "$DATA" | cut -f1)
 SNAP=$(du -sb "$DATA/snap" 2>/dev/null | cut -f1 || echo 0)
 start
 RESTART_MS=$STARTED_MS
+# what recovery took (the log says how long and from which snapshot); the
+# log segments before the snapshot are checked afterwards, in the
+# background ("log scrub complete" in the log)
+grep 'msg=recovered' "$LOG" | tail -1 >&2 || true
 sleep 2 # let the loop settle before reading RSS
 RSS_AFTER=$(($(rss_kib "$PID") * 1024))
 # every job of the filled queue, whatever its state (a few of the shortest

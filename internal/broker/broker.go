@@ -48,6 +48,11 @@ type Options struct {
 	// FarHorizon moves delayed jobs due further ahead than this out of
 	// memory into bucket files (far.go); 0: off.
 	FarHorizon time.Duration
+	// ScrubRate bounds the bytes per second the background check of the
+	// log segments before the snapshot reads (scrub.go); 0: the default
+	// (64 MiB/s), negative: no scrub (a segment is then checked by the
+	// first payload read from it).
+	ScrubRate int64
 }
 
 // Observer receives the broker's measurements.
@@ -116,6 +121,7 @@ type Broker struct {
 
 	recovered wal.RecoveryReport // what recovery found, for retireDamaged
 	retiring  sync.Map           // damaged ranges being dead-lettered
+	scrub     scrubber           // background check of old segments (scrub.go)
 
 	tokMu  sync.RWMutex
 	tokens map[string]string // token hash → namespace (a copy readable off-loop)
@@ -236,6 +242,7 @@ func Open(opts Options) (*Broker, error) {
 		go b.syncer(b.syncQ)
 	}
 	go b.loop()
+	b.startScrub()
 	return b, nil
 }
 
@@ -546,6 +553,7 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	<-b.done
+	b.stopScrub()
 	b.far.close()
 	var errs []error
 	if err := b.log.Close(); err != nil {

@@ -17,7 +17,7 @@ import (
 
 type damageCounter struct {
 	nopObserver
-	refused, dead atomic.Int64
+	refused, dead, scrubbed atomic.Int64
 }
 
 func (c *damageCounter) Damage(event string, n int) {
@@ -26,12 +26,19 @@ func (c *damageCounter) Damage(event string, n int) {
 		c.refused.Add(int64(n))
 	case "job_dead_lettered":
 		c.dead.Add(int64(n))
+	case "scrub_damaged_range":
+		c.scrubbed.Add(int64(n))
 	}
 }
 
 func openObserved(t *testing.T, dir string, obs Observer) *Broker {
 	t.Helper()
-	b, err := Open(Options{Dir: dir, Logger: quiet, Observer: obs, WAL: wal.Options{SegmentSize: 64 << 10, Logger: quiet}})
+	return openScrubbing(t, dir, obs, 0)
+}
+
+func openScrubbing(t *testing.T, dir string, obs Observer, scrubRate int64) *Broker {
+	t.Helper()
+	b, err := Open(Options{Dir: dir, Logger: quiet, Observer: obs, ScrubRate: scrubRate, WAL: wal.Options{SegmentSize: 64 << 10, Logger: quiet}})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -70,17 +77,35 @@ func putN(t *testing.T, b *Broker, n int) []string {
 	return ids
 }
 
-// A payload damaged in a segment before the newest snapshot — where it is
-// not replayed — is found at start: the job is dead-lettered (naming the
-// file and offset) through the log, and no read serves the altered bytes.
-func TestDamagedPayloadBeforeSnapshotFoundAtStart(t *testing.T) {
-	dir := t.TempDir()
-	ctx := context.Background()
+// waitDead waits (bounded) until the job is dead-lettered with an error
+// naming path, and returns it.
+func waitDead(t *testing.T, b *Broker, id, path string) engine.Job {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j, err := b.Peek(context.Background(), "default", "q", id)
+		if err == nil && j.State == engine.StateDead {
+			if !strings.Contains(j.LastError, path) {
+				t.Fatalf("last error %q does not name %s", j.LastError, path)
+			}
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not dead-lettered: %v %v", j.State, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// damageBeforeSnapshot puts jobs over a few 64 KiB segments, closes (the
+// snapshot then covers the victim's segment, which is not replayed) and
+// flips a byte of the victim's payload. It returns the ids, the victim's
+// index and the damaged file.
+func damageBeforeSnapshot(t *testing.T, dir string) ([]string, int, string) {
+	t.Helper()
 	b := open(t, dir, 0)
-	// Enough to fill a few 64 KiB segments: the victim's segment then
-	// lies wholly before the snapshot Close writes.
 	ids := putN(t, b, 600)
-	victim, err := b.Peek(ctx, "default", "q", ids[5])
+	victim, err := b.Peek(context.Background(), "default", "q", ids[5])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,26 +115,39 @@ func TestDamagedPayloadBeforeSnapshotFoundAtStart(t *testing.T) {
 	if err := b.Close(); err != nil { // writes a snapshot after every put
 		t.Fatal(err)
 	}
-	path := flipPayloadByte(t, dir, victim.Payload)
+	return ids, 5, flipPayloadByte(t, dir, victim.Payload)
+}
 
+// A payload damaged in a segment before the newest snapshot — where it is
+// not replayed, and not read at start — does not stop the start: the
+// background scrub finds it, counts it, and the job is dead-lettered
+// (naming the file and offset) through the log; no read serves the
+// altered bytes.
+func TestDamagedPayloadBeforeSnapshotFoundByScrub(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	ids, v, path := damageBeforeSnapshot(t, dir)
 	obs := &damageCounter{}
-	b = openObserved(t, dir, obs)
-	j, err := b.Peek(ctx, "default", "q", ids[5])
-	if err != nil {
-		t.Fatalf("peek of the dead-lettered job: %v", err)
+	b := openObserved(t, dir, obs)
+	// No read before the scrub has done its work: it alone finds the damage.
+	for deadline := time.Now().Add(10 * time.Second); obs.dead.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the scrub did not dead-letter the damaged job")
+		}
 	}
+	j := waitDead(t, b, ids[v], path)
 	// The damaged payload is dropped: an empty (JSON null) payload remains.
-	if j.State != engine.StateDead || !strings.Contains(j.LastError, path) || (len(j.Data) != 0 && string(j.Data) != "null") {
-		t.Fatalf("damaged job at start: state %v, error %q, data %q", j.State, j.LastError, j.Data)
+	if len(j.Data) != 0 && string(j.Data) != "null" {
+		t.Fatalf("damaged job: data %q", j.Data)
 	}
-	if bytes.Contains(j.Data, []byte("job")) {
-		t.Fatal("altered payload served")
+	if obs.scrubbed.Load() != 1 || obs.dead.Load() != 1 || obs.refused.Load() != 0 {
+		t.Fatalf("metrics: scrub found %d ranges, %d dead-lettered, %d reads refused", obs.scrubbed.Load(), obs.dead.Load(), obs.refused.Load())
 	}
-	if obs.dead.Load() != 1 {
-		t.Fatalf("dead-lettered metric %d", obs.dead.Load())
+	if u := b.log.Unchecked(); len(u) != 0 {
+		t.Fatalf("segments left unchecked by the scrub: %v", u)
 	}
 	for i, id := range ids {
-		if i == 5 {
+		if i == v {
 			continue
 		}
 		if j, err := b.Peek(ctx, "default", "q", id); err != nil || j.State != engine.StateReady {
@@ -120,8 +158,43 @@ func TestDamagedPayloadBeforeSnapshotFoundAtStart(t *testing.T) {
 	b.Close()
 	b = openObserved(t, dir, &damageCounter{})
 	defer b.Close()
-	if j, err := b.Peek(ctx, "default", "q", ids[5]); err != nil || j.State != engine.StateDead || !strings.Contains(j.LastError, path) {
+	if j, err := b.Peek(ctx, "default", "q", ids[v]); err != nil || j.State != engine.StateDead || !strings.Contains(j.LastError, path) {
 		t.Fatalf("after replay: %v %v %q", j.State, err, j.LastError)
+	}
+}
+
+// Without the scrub (or before it reaches the segment), the first read of
+// the damaged payload runs the segment's check: the read is refused with
+// the file named and the job is dead-lettered, as for damage found while
+// running; the other jobs of that segment are served.
+func TestDamagedPayloadBeforeSnapshotRefusedOnFirstRead(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	ids, v, path := damageBeforeSnapshot(t, dir)
+	obs := &damageCounter{}
+	b := openScrubbing(t, dir, obs, -1)
+	defer b.Close()
+	if u := b.log.Unchecked(); len(u) == 0 || u[0] != 1 {
+		t.Fatalf("start-up checked the old segments itself: unchecked %v", u)
+	}
+	if j, err := b.Peek(ctx, "default", "q", ids[v]); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("peek of the damaged payload: state %v, data %q, err %v", j.State, j.Data, err)
+	}
+	waitDead(t, b, ids[v], path)
+	// the count follows the loop's answer to the dead-lettering
+	for deadline := time.Now().Add(10 * time.Second); obs.dead.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if obs.scrubbed.Load() != 1 || obs.dead.Load() != 1 {
+		t.Fatalf("metrics: check found %d ranges, %d dead-lettered", obs.scrubbed.Load(), obs.dead.Load())
+	}
+	for i, id := range ids[:50] {
+		if i == v {
+			continue
+		}
+		if j, err := b.Peek(ctx, "default", "q", id); err != nil || j.State != engine.StateReady || !bytes.Contains(j.Data, []byte("job")) {
+			t.Fatalf("intact job %d: %v %v", i, j.State, err)
+		}
 	}
 }
 

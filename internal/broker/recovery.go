@@ -23,6 +23,7 @@ func (b *Broker) recover() error {
 		b.opts.WAL.CountJobs = CountJobRecords
 	}
 	b.opts.WAL.OnDamage = b.onDamage
+	b.opts.WAL.OnCheckDamage = b.onCheckDamage
 	log, err := wal.Open(b.walDir(), b.opts.WAL)
 	if err != nil {
 		return fmt.Errorf("broker: open log: %w", err)
@@ -99,14 +100,17 @@ func CountJobRecords(body []byte) (int, bool) {
 	return n, true
 }
 
-// Damaged stored bytes are handled in two places, both ending in the same
-// logged engine change (engine.DeadLetterDamaged: the job goes dead, its
-// damaged blobs are dropped, its last error names the file and offset), so
-// replay reproduces it like any other change:
+// Damaged stored bytes are handled in three places, all ending in the
+// same logged engine change (engine.DeadLetterDamaged: the job goes dead,
+// its damaged blobs are dropped, its last error names the file and
+// offset), so replay reproduces it like any other change:
 //
-//   - at start, for every range recovery reported damaged (bad regions in
-//     segments before the snapshot position; with --force-recovery, what it
-//     skipped), before the loop serves anything;
+//   - at start, for every range recovery reported damaged (segments before
+//     the snapshot position whose header is unreadable; with
+//     --force-recovery, what it skipped), before the loop serves anything;
+//   - when the deferred check of a segment before the snapshot position
+//     (the background scrub, scrub.go, or the first payload read from that
+//     segment) finds bad regions: queued to the loop (onCheckDamage);
 //   - on a payload read that fails its checksum (peek, take, list, results,
 //     compaction), which runs off the loop: the read is refused with an
 //     error naming file and offset, and the dead-lettering is queued to the
@@ -169,25 +173,36 @@ func (b *Broker) onDamage(e *wal.DamageError) {
 	if e.FrameEnd > 0 {
 		from, to = uint32(e.FrameOffset), uint32(min(e.FrameEnd, 1<<32-1))
 	}
-	key := [3]uint32{e.Segment, from, to}
-	if _, busy := b.retiring.LoadOrStore(key, true); busy {
-		return
+	if b.retireLater(e.Segment, from, to, "payload or result lost: "+e.Error(), e.File, e.FrameOffset) {
+		b.lg.Error("refused to serve damaged stored bytes; dead-lettering the jobs that own them", "err", e.Error())
 	}
-	b.lg.Error("refused to serve damaged stored bytes; dead-lettering the jobs that own them", "err", e.Error())
-	reason := "payload or result lost: " + e.Error()
+}
+
+// retireLater dead-letters, through the loop, the jobs whose blobs lie in
+// [from, to) of segment seg, once per range at a time; file and offset are
+// for the log line. It reports false when that range is being retired
+// already.
+func (b *Broker) retireLater(seg, from, to uint32, reason, file string, offset int64) bool {
+	key := [3]uint32{seg, from, to}
+	if _, busy := b.retiring.LoadOrStore(key, true); busy {
+		return false
+	}
 	go func() {
 		defer b.retiring.Delete(key)
 		res, err := b.do(context.Background(), func(now time.Time) (any, error) {
-			return b.eng.DeadLetterDamaged(now, e.Segment, from, to, reason)
+			return b.eng.DeadLetterDamaged(now, seg, from, to, reason)
 		})
 		if err != nil {
-			b.lg.Error("dead-lettering jobs with damaged payloads failed; the next read retries", "err", err)
+			if !errors.Is(err, errClosed) {
+				b.lg.Error("dead-lettering jobs with damaged payloads failed; the next read retries", "err", err)
+			}
 			return
 		}
 		n, _ := res.(int)
 		b.observeDamage("job_dead_lettered", n)
-		b.lg.Warn("jobs dead-lettered: their payload or result is damaged", "file", e.File, "offset", e.FrameOffset, "jobs", n)
+		b.lg.Warn("jobs dead-lettered: their payload or result is damaged", "file", file, "offset", offset, "jobs", n)
 	}()
+	return true
 }
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
@@ -206,17 +221,21 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 	}
 	defer r.Close()
 	// Reading and applying overlap: one goroutine reads (and checks) the
-	// next items, decoding the entries of older snapshots, while this one
-	// applies, which keeps both cores busy. Job chunks need no decoding:
-	// the engine copies their records into its slab (engine/snapchunk.go).
+	// next items, decoding the entries of older snapshots and parsing and
+	// checking job chunks (engine.ParseChunk), while this one applies,
+	// which keeps both cores busy. Job chunks need no decoding per job: the
+	// engine copies their records into its slab (engine/snapchunk.go).
 	type decoded struct {
 		ent   *engine.Entry
-		chunk []byte
+		chunk *engine.ParsedChunk
 		far   []byte // the far store's manifest
 		where string // block and offset of a chunk, for errors
 		err   error
 	}
-	ch := make(chan decoded, 4)
+	// A deep queue (~16 MB of job chunks of 1024 jobs) so that a slow
+	// stretch of disk reads, when the snapshot is not in the page cache,
+	// does not stall the applying side.
+	ch := make(chan decoded, 256)
 	stop := make(chan struct{})
 	// The reader goroutine must be gone before the reader closes (the
 	// deferred Close above runs after this): applying can fail and return
@@ -239,9 +258,13 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			case isFarManifest(item):
 				d.far = bytes.Clone(item)
 			case engine.IsChunk(item):
-				d.chunk = bytes.Clone(item) // the reader reuses its buffer
+				// parsed and checked here, off the applying goroutine;
+				// cloned first: the reader reuses its buffer
 				blk, off := r.Where()
 				d.where = fmt.Sprintf("block %d at offset %d", blk, off)
+				if d.chunk, d.err = engine.ParseChunk(bytes.Clone(item)); d.err != nil {
+					d.err = fmt.Errorf("snapshot %s: %s: %w", path, d.where, d.err)
+				}
 			default:
 				if d.ent, d.err = engine.DecodeEntry(item, 0, 0); d.err != nil {
 					d.err = fmt.Errorf("snapshot %s: %w", path, d.err)
@@ -265,6 +288,7 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 		limit = int(min(st.Size()/minJobRecord, 1<<32-2))
 	}
 	eng := engine.New(engine.Options{ReserveLimit: limit})
+	eng.StartBulkLoad()
 	var far []byte
 	for d := range ch {
 		if d.err != nil {
@@ -275,12 +299,16 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			continue
 		}
 		if d.chunk != nil {
-			if err := eng.LoadItem(d.chunk); err != nil {
+			if err := eng.LoadParsed(d.chunk); err != nil {
 				return nil, wal.Position{}, nil, fmt.Errorf("snapshot %s: %s: %w", path, d.where, err)
 			}
 			continue
 		}
+		// an entry (the metadata, first) sees the delayed heap in order
+		eng.FinishBulkLoad()
 		eng.Apply(d.ent)
+		eng.StartBulkLoad()
 	}
+	eng.FinishBulkLoad()
 	return eng, r.Pos(), far, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -17,8 +18,16 @@ import (
 // tenth keyed and a twentieth tagged, BenchmarkMemoryPerJob's mix), and
 // reports the time to reopen from the shutdown snapshot alone and from
 // snapshot + log tail (CHRONOQ_RESTART_TAIL=0 stops after the first).
+// CHRONOQ_RESTART_DIR=D instead reopens the existing data directory D
+// (e.g. what `KEEP=1 bench/scale.sh` leaves) without writing a snapshot,
+// so it can be timed again and again; CHRONOQ_RESTART_CPUPROFILE=F writes
+// a CPU profile of that reopening to F.
 // Not run by default: it is a measurement, not a check.
 func TestRestartTime(t *testing.T) {
+	if dir := os.Getenv("CHRONOQ_RESTART_DIR"); dir != "" {
+		reopenForTiming(t, dir)
+		return
+	}
 	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_RESTART_JOBS"))
 	if n == 0 {
 		t.Skip("set CHRONOQ_RESTART_JOBS=N to measure restart time with N jobs")
@@ -97,6 +106,32 @@ func TestRestartTime(t *testing.T) {
 	}
 	t.Logf("restart from snapshot + %d MiB of log: %s, %d jobs", tail>>20, time.Since(start).Round(time.Millisecond), b.eng.Jobs())
 	b.Close()
+}
+
+func reopenForTiming(t *testing.T, dir string) {
+	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}, SnapshotBytes: 1 << 40}
+	if path := os.Getenv("CHRONOQ_RESTART_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
+	b, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("reopened %s in %s: %d jobs, %d log records replayed", dir, took.Round(time.Millisecond), b.eng.Jobs(), b.recovered.Records)
+	b.skipFinalSnapshot = true
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func dirSize(t *testing.T, dir string) int64 {

@@ -106,6 +106,7 @@ type Engine struct {
 	queues []*queue // by index; nil once deleted
 
 	delayed   slotHeap // all pending jobs whose activation is in the future
+	bulk      bulkLoad // a snapshot load's delayed jobs not yet in heap order (snapchunk.go)
 	reserved  timeHeap // by reservation deadline
 	completed timeHeap // by retention end
 	ttl       ttlHeap  // lazily validated TTL deadlines

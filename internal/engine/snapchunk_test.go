@@ -212,3 +212,77 @@ func TestVersion1JobChunksStillLoad(t *testing.T) {
 		t.Fatal("rewritten chunks hash differently")
 	}
 }
+
+// A bulk load (the broker's restart) builds the delayed heap once at the
+// end instead of pushing each job: the heap is in order, every job knows
+// its place, and jobs come due in the same order as after a plain load.
+func TestBulkLoadBuildsTheDelayedHeap(t *testing.T) {
+	f := newFixture(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 3000; i++ {
+		d := time.Duration(1+rng.IntN(300)) * time.Second // many equal times: the seq breaks ties
+		req := PutRequest{Delay: &d}
+		if i%7 == 0 {
+			req.Key = fmt.Sprintf("k%d", i%13)
+		}
+		f.put("a", req)
+	}
+	f.put("a", PutRequest{}) // a ready job among them
+	items := chunkItems(t, f.e, 256)
+	load := func(bulk bool, reserve int) *Engine {
+		// with a reserve limit the snapshot's job count sizes the slab,
+		// and a bulk load sizes the delayed arrays from it
+		r := New(Options{Seed: 7, ReserveLimit: reserve})
+		if bulk {
+			r.StartBulkLoad()
+		}
+		for i, b := range items {
+			if err := r.LoadItem(b); err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		r.FinishBulkLoad()
+		if err := r.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	plain := load(false, 0)
+	for _, reserve := range []int{0, 1 << 20} {
+		bulk := load(true, reserve)
+		if len(bulk.delayed.s) < 2900 {
+			t.Fatalf("%d delayed jobs", len(bulk.delayed.s))
+		}
+		checkBulk(t, f, plain, bulk)
+		plain = load(false, 0) // the check took every job
+	}
+}
+
+func checkBulk(t *testing.T, f *fixture, plain, bulk *Engine) {
+	t.Helper()
+	for i, slot := range bulk.delayed.s {
+		if h := bulk.jobs.get(slot).hidx; h != uint32(i) {
+			t.Fatalf("job at heap position %d says %d", i, h)
+		}
+		if i > 0 && bulk.less(&bulk.delayed, slot, bulk.delayed.s[(i-1)/2]) {
+			t.Fatalf("heap order broken at position %d", i)
+		}
+	}
+	compareEngines(t, plain, bulk, f.now)
+	for step := 0; step <= 301; step++ {
+		now := f.now.Add(time.Duration(step) * time.Second)
+		a, err1 := plain.Take(now, "default", TakeRequest{Queues: []string{"a"}, Max: 1000})
+		b, err2 := bulk.Take(now, "default", TakeRequest{Queues: []string{"a"}, Max: 1000})
+		if err1 != nil || err2 != nil || len(a) != len(b) {
+			t.Fatalf("second %d: took %d (%v) after a plain load, %d (%v) after a bulk load", step, len(a), err1, len(b), err2)
+		}
+		for i := range a {
+			if a[i].ID != b[i].ID {
+				t.Fatalf("second %d, job %d: %s after a plain load, %s after a bulk load", step, i, a[i].ID, b[i].ID)
+			}
+		}
+	}
+	if plain.Jobs() != bulk.Jobs() {
+		t.Fatalf("%d jobs left after a plain load, %d after a bulk load", plain.Jobs(), bulk.Jobs())
+	}
+}

@@ -82,7 +82,7 @@ func New(maxQueues int, queues QueueSource) *Metrics {
 			Name: "chronoq_channel_publications_total", Help: "Publications to real-time channels.",
 		}),
 		damage: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chronoq_storage_damage_total", Help: "Damaged stored data: reads refused because a checksum failed (read_refused), jobs dead-lettered because their payload or result was damaged (job_dead_lettered).",
+			Name: "chronoq_storage_damage_total", Help: "Damaged stored data: reads refused because a checksum failed (read_refused), jobs dead-lettered because their payload or result was damaged (job_dead_lettered), damaged ranges found by the check of the log segments before the snapshot after a start (scrub_damaged_range).",
 		}, []string{"event"}),
 		guard: labelGuard{max: maxQueues, seen: map[string]bool{}},
 	}
@@ -132,7 +132,8 @@ func (m *Metrics) FirstTake(ns, queue string, waited time.Duration) {
 // Lateness records how late a job reached a worker that was waiting.
 func (m *Metrics) Lateness(d time.Duration) { m.lateness.Observe(max(d, 0).Seconds()) }
 
-// Damage counts damaged stored data (event: read_refused, job_dead_lettered).
+// Damage counts damaged stored data (event: read_refused, job_dead_lettered,
+// scrub_damaged_range).
 func (m *Metrics) Damage(event string, n int) { m.damage.WithLabelValues(event).Add(float64(n)) }
 
 // Publication counts one channel publication.

@@ -66,7 +66,9 @@ func OpenStream(path string) (*Reader, error) {
 		f.Close()
 		return nil, err
 	}
-	r.br = bufio.NewReaderSize(io.NewSectionReader(f, 0, int64(r.ft.dataLen)), 1<<20)
+	// Large reads: a restart reads the snapshot from end to end, often
+	// not from the page cache (several GB at 100 M jobs).
+	r.br = bufio.NewReaderSize(io.NewSectionReader(f, 0, int64(r.ft.dataLen)), 4<<20)
 	return r, nil
 }
 

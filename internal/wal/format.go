@@ -127,9 +127,11 @@
 // altered bytes. To find that frame without an index of every frame, the
 // log keeps, per segment, the offset of a frame start at least every
 // markStride bytes; a read walks the frame words from the nearest mark.
-// Segments before the replay start are read and checked at Replay too, so
-// damage in them is reported at start (RecoveryReport.Damaged) rather than
-// at the first read.
+// Segments before the replay start are not read at Replay (only their
+// headers): their check — every frame, bad regions reported through
+// Options.OnCheckDamage — runs afterwards, from Log.CheckSegment (the
+// broker's background scrub) or the first payload read from the segment,
+// which needs the marks it finds (oldcheck.go).
 package wal
 
 import (

@@ -70,6 +70,11 @@ type Options struct {
 	// ReadAt refuses damaged bytes, so the caller can count it and retire
 	// the data that points there.
 	OnDamage func(*DamageError)
+	// OnCheckDamage, when set, is called with the bad regions the deferred
+	// check of a segment before the replay start found (Log.CheckSegment,
+	// or the first payload read from that segment: oldcheck.go), from the
+	// goroutine that ran the check; every payload in them is lost.
+	OnCheckDamage func([]DamagedRange)
 }
 
 // Log is an open write-ahead log.
@@ -83,12 +88,17 @@ type Log struct {
 	log  *slog.Logger
 
 	// Owned by the loop goroutine.
-	state    int // stateOpen, stateReplayed, stateReplayFailed, stateClosed
-	active   *writeSeg
-	nextNum  uint32
-	pending  []*pendingWrite
-	spare    []byte
-	readBuf  []byte // replay's segment image, reused across segments
+	state   int // stateOpen, stateReplayed, stateReplayFailed, stateClosed
+	active  *writeSeg
+	nextNum uint32
+	pending []*pendingWrite
+	spare   []byte
+	readBuf []byte // replay's segment image, reused across segments
+
+	// checkMu serialises the deferred checks of old segments (oldcheck.go),
+	// which share checkBuf.
+	checkMu  sync.Mutex
+	checkBuf []byte
 	initNums []uint32
 
 	failMu  sync.Mutex
@@ -146,6 +156,9 @@ type segMeta struct {
 	salt uint32
 	// marks: frame starts for the checked read walk (readcheck.go).
 	marks []uint32
+	// unchecked: a segment before the replay start whose frames have not
+	// been scanned yet, so it has no marks (oldcheck.go).
+	unchecked bool
 }
 
 // pendingWrite is the part of the current batch destined for one segment.

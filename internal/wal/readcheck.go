@@ -88,6 +88,20 @@ func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
 func (l *Log) readChecked(seg uint32, off uint32, n uint32) (b, frame []byte, start int64, err error) {
 	l.mu.Lock()
 	m := l.findSeg(seg)
+	if m != nil && m.unchecked {
+		// A segment before the replay start that has no marks yet: check
+		// it now (oldcheck.go), once, for every reader.
+		l.mu.Unlock()
+		if _, err := l.CheckSegment(seg); err != nil {
+			return nil, nil, 0, err
+		}
+		l.mu.Lock()
+		m = l.findSeg(seg)
+		if m != nil && m.unchecked { // the check could not run: closed
+			l.mu.Unlock()
+			return nil, nil, 0, ErrClosed
+		}
+	}
 	var (
 		mark  int64 = -1
 		salt  uint32

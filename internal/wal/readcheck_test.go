@@ -27,7 +27,8 @@ func flipOnDisk(t *testing.T, path string, off int64) {
 
 // A payload whose bytes changed on disk is refused, with the file and
 // offset, whether the damage happened while running or was there at start
-// in a segment before the replay position (which start-up now reports).
+// in a segment before the replay position, which start-up does not read:
+// its deferred check (a read from it, or CheckSegment) reports the damage.
 func TestReadAtRefusesDamagedPayload(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
@@ -78,27 +79,68 @@ func TestReadAtRefusesDamagedPayload(t *testing.T) {
 	l.Close()
 
 	// Restart as after a snapshot at the start of the last segment:
-	// segment 1 is not replayed, but checked.
+	// segment 1 is not replayed, and not read at start either; its check
+	// runs on the first read from it (here) or from CheckSegment (below).
 	last := recs[len(recs)-1].pos.Segment
-	l = mustOpen(t, dir, opts)
-	_, rep, err := replayAll(t, l, Position{Segment: last, Offset: HeaderSize})
-	if err != nil {
-		t.Fatal(err)
+	var checked [][]DamagedRange
+	opts.OnCheckDamage = func(d []DamagedRange) { mu.Lock(); checked = append(checked, d); mu.Unlock() }
+	restart := func() *Log {
+		t.Helper()
+		checked = nil
+		l := mustOpen(t, dir, opts)
+		_, rep, err := replayAll(t, l, Position{Segment: last, Offset: HeaderSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Damaged) != 0 {
+			t.Fatalf("start-up reported damage it should not have read: %+v", rep.Damaged)
+		}
+		if u := l.Unchecked(); len(u) != int(last-1) || u[0] != 1 {
+			t.Fatalf("unchecked segments after start: %v (last %d)", u, last)
+		}
+		return l
 	}
-	defer l.Close()
-	if len(rep.Damaged) != 1 || rep.Damaged[0].Segment != 1 || rep.Damaged[0].From != victim.pos.Offset {
-		t.Fatalf("damage before the replay start not reported: %+v", rep.Damaged)
+	wantChecked := func() {
+		t.Helper()
+		if len(checked) != 1 || len(checked[0]) != 1 || checked[0][0].Segment != 1 || checked[0][0].From != victim.pos.Offset || checked[0][0].File != segPath(dir, 1) {
+			t.Fatalf("damage found by the deferred check: %+v", checked)
+		}
 	}
-	if _, err := read(l, victim); !errors.As(err, &de) {
-		t.Fatalf("read after restart: %v", err)
-	}
-	for _, r := range recs {
-		if r.pos != victim.pos {
-			if got, err := read(l, r); err != nil || !bytes.Equal(got, r.body[10:len(r.body)-10]) {
-				t.Fatalf("read after restart at %v: %v", r.pos, err)
+	readAll := func(l *Log) {
+		t.Helper()
+		if _, err := read(l, victim); !errors.As(err, &de) {
+			t.Fatalf("read after restart: %v", err)
+		}
+		for _, r := range recs {
+			if r.pos != victim.pos {
+				if got, err := read(l, r); err != nil || !bytes.Equal(got, r.body[10:len(r.body)-10]) {
+					t.Fatalf("read after restart at %v: %v", r.pos, err)
+				}
 			}
 		}
 	}
+
+	l = restart()
+	readAll(l) // the victim first: its read runs segment 1's check
+	wantChecked()
+	if u := l.Unchecked(); len(u) != 0 {
+		t.Fatalf("segments left unchecked after reading from all: %v", u)
+	}
+	l.Close()
+
+	l = restart()
+	defer l.Close()
+	for _, num := range l.Unchecked() {
+		n, err := l.CheckSegment(num)
+		if err != nil || n == 0 {
+			t.Fatalf("check of segment %d: %d bytes, %v", num, n, err)
+		}
+	}
+	wantChecked()
+	if n, err := l.CheckSegment(1); n != 0 || err != nil || len(checked) != 1 {
+		t.Fatalf("a second check of segment 1 ran: %d bytes, %v", n, err)
+	}
+	readAll(l)
 }
 
 // A FrameReader reading the payloads of one large frame one after another

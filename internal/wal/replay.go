@@ -43,10 +43,10 @@ type RecoveryReport struct {
 	SkippedJobs   int
 
 	// Damaged lists byte ranges whose content cannot be trusted: what
-	// forced recovery skipped, and bad regions found in segments before the
-	// replay start (which are read to check them, not replayed). Payloads
-	// that live inside them are lost; the caller decides what happens to
-	// the jobs that own them.
+	// forced recovery skipped, and segments before the replay start whose
+	// header is unreadable (their frames are checked after Replay:
+	// oldcheck.go). Payloads that live inside them are lost; the caller
+	// decides what happens to the jobs that own them.
 	Damaged []DamagedRange
 
 	// Problems has one human-readable line per repair or skip.
@@ -157,7 +157,7 @@ func (r *replayer) run() error {
 		if n >= from.Segment {
 			todo = append(todo, n)
 		} else {
-			if err := r.checkUnreplayed(n); err != nil {
+			if err := r.noteUnreplayed(n); err != nil {
 				return err
 			}
 		}
@@ -261,29 +261,24 @@ func (r *replayer) damaged(seg uint32, from, to int64, reason string) {
 	})
 }
 
-// checkUnreplayed reads and checks a segment before the replay start. Its
-// records are not replayed (the snapshot covers them), but live jobs'
-// payloads may still be read from it, so it gets the table entry and read
-// marks payload reads need, and every bad region in it is reported in
-// RecoveryReport.Damaged (and logged) — not refused: only the payloads in
-// it are lost, and the caller retires the jobs that own them.
-func (r *replayer) checkUnreplayed(num uint32) error {
+// noteUnreplayed enters a segment before the replay start in the table
+// without reading it: its records are not replayed (the snapshot covers
+// them), but live jobs' payloads may still be read from it. Only its header
+// is read here (a few bytes; an unreadable one makes the whole segment
+// damaged, reported in RecoveryReport.Damaged as before). Its frames are
+// checked later, by Log.CheckSegment or by the first payload read from it
+// (oldcheck.go), which finds the read marks and reports bad regions through
+// Options.OnCheckDamage: reading and checking every old segment at start
+// cost 12.6 s of a 56 s restart at 100 M jobs (docs/benchmarks.md).
+func (r *replayer) noteUnreplayed(num uint32) error {
 	l := r.l
 	path := r.path(num)
-	data, err := r.readSegment(path)
-	if err != nil && !errors.Is(err, errTooLarge) {
+	size, h, herr, err := readHeaderOnly(path, num)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return fmt.Errorf("wal: read segment %s: %w", path, err)
-	}
-	size := min(int64(len(data)), maxSegmentSize)
-	h, herr := segmentHeader{}, err
-	if herr == nil {
-		h, herr = decodeHeader(data)
-		if herr == nil && h.number != num {
-			herr = fmt.Errorf("header belongs to segment %d", h.number)
-		}
 	}
 	if herr != nil {
 		r.damaged(num, 0, math.MaxUint32, "unreadable segment header: "+herr.Error())
@@ -291,21 +286,9 @@ func (r *replayer) checkUnreplayed(num uint32) error {
 			"file", path, "err", herr)
 		return nil
 	}
-	sc := scanSegment(data, HeaderSize, h.salt)
-	for j, reg := range sc.regions {
-		ce := regionError(path, num, data, sc, j, r.count)
-		end := reg.end
-		if reg.trailing {
-			end = int64(len(data))
-		}
-		r.damaged(num, reg.start, end, ce.Reason)
-		l.log.Error("wal: damaged region in a segment before the snapshot position; payloads stored in it are lost",
-			"file", path, "offset", reg.start, "bytes", reg.end-reg.start, "frames", ce.Frames, "jobs", ce.Jobs, "reason", ce.Reason)
-	}
-	marks := markRuns(data, sc.runs)
 	l.mu.Lock()
 	if m := l.findSeg(num); m != nil {
-		m.size, m.salt, m.marks = size, h.salt, marks
+		m.size, m.salt, m.marks, m.unchecked = size, h.salt, nil, true
 	}
 	l.mu.Unlock()
 	return nil
