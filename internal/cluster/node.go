@@ -446,7 +446,7 @@ func (n *Node) CatchingUp() bool {
 		// Elected, but the Ready that says so is not handled yet.
 		return n.rn.BasicStatus().RaftState == raft.StateLeader
 	}
-	return n.termStart == 0 || n.applied < n.termStart || n.snapWaiting()
+	return n.termStart == 0 || n.applied < n.termStart
 }
 
 // CanExec says whether Exec would run a command: this member leads, has
@@ -468,10 +468,6 @@ func (n *Node) CanExec() error {
 	}
 	if st.LeadTransferee != raft.None {
 		return notLeader(st.LeadTransferee)
-	}
-	if n.snap.run != nil {
-		// The engine must not change while a snapshot is written.
-		return unavailable("this leader is writing a snapshot; retry shortly")
 	}
 	return nil
 }
@@ -642,9 +638,6 @@ func (n *Node) processReady(rd raft.Ready) error {
 		}
 	}
 	for i := range rd.CommittedEntries {
-		if n.deferApply(&rd.CommittedEntries[i]) {
-			continue
-		}
 		if err := n.apply(&rd.CommittedEntries[i]); err != nil {
 			return err
 		}
@@ -669,6 +662,7 @@ func (n *Node) roleChange() {
 		n.leader, n.termStart = false, 0
 		n.lg.Info("cluster: this node is no longer the leader", "id", n.cfg.ID, "term", st.Term, "leader", st.Lead, "uncommitted", n.ahead-n.applied)
 		n.finishPending(&engine.Error{Code: CodeUnknownOutcome, Message: "leadership changed before the change committed; it may or may not have been applied"})
+		n.snapLeadershipLost()
 		if n.ahead > n.applied {
 			if err := n.rebuild(); err != nil {
 				n.fail(err)

@@ -94,6 +94,9 @@ type simStats struct {
 	acknowledged                                          int // proposals that committed and were answered
 	added, promoted, removed                              int // membership changes applied
 	snapshots, installs, segmentsDropped                  int
+	// entries that committed while a member wrote a snapshot; snapshots
+	// a leader abandoned when it lost leadership in the middle.
+	snapDuring, snapLostLead int
 }
 
 // simSnapshotEntries is the members' snapshot threshold (a variable so a
@@ -106,6 +109,8 @@ func (s *sim) countSnapshots(m *simMember) {
 	st := m.n.SnapshotStats()
 	s.stats.snapshots += int(st.Taken)
 	s.stats.installs += int(st.Installed)
+	s.stats.snapDuring += int(st.During)
+	s.stats.snapLostLead += int(m.n.snap.lostLead)
 	if segs := m.n.Log().Segments(); len(segs) > 0 && segs[0].Number > 1 {
 		s.stats.segmentsDropped = max(s.stats.segmentsDropped, int(segs[0].Number-1))
 	}
@@ -647,11 +652,16 @@ func TestSimulation(t *testing.T) {
 		total.acknowledged += st.acknowledged
 		total.snapshots += st.snapshots
 		total.installs += st.installs
+		total.snapDuring += st.snapDuring
+		total.snapLostLead += st.snapLostLead
 	}
-	t.Logf("%d seeds: %d puts, %d takes, %d acks tried, %d acknowledged; %d crashes, %d partitions, %d leader changes; %d snapshots, %d installed from a leader",
-		seeds, total.puts, total.takes, total.acks, total.acknowledged, total.crashes, total.partitions, total.leaderChanges, total.snapshots, total.installs)
+	t.Logf("%d seeds: %d puts, %d takes, %d acks tried, %d acknowledged; %d crashes, %d partitions, %d leader changes; %d snapshots, %d installed from a leader, %d entries committed during snapshots, %d snapshots abandoned by a leader that lost leadership",
+		seeds, total.puts, total.takes, total.acks, total.acknowledged, total.crashes, total.partitions, total.leaderChanges, total.snapshots, total.installs, total.snapDuring, total.snapLostLead)
 	if total.crashes == 0 || total.leaderChanges < seeds {
 		t.Fatalf("the faults did not happen (crashes %d, leader changes %d): the simulation is not testing failover", total.crashes, total.leaderChanges)
+	}
+	if total.snapDuring == 0 || total.snapLostLead == 0 {
+		t.Fatalf("entries committed during snapshots %d, snapshots abandoned at a leader change %d: the fuzzy snapshot's paths were not exercised", total.snapDuring, total.snapLostLead)
 	}
 }
 
