@@ -78,6 +78,10 @@ type Config struct {
 	// than SnapshotMaxSend bytes is not sent to a follower in memory.
 	SnapshotEntries, SnapshotCatchUp uint64
 	SnapshotBytes, SnapshotMaxSend   int64
+	// SnapshotTurnJobs bounds the jobs a snapshot's walk takes per
+	// Process (default DefaultSnapshotTurnJobs; tests lower it to spread a
+	// small state over many turns).
+	SnapshotTurnJobs int
 	// SnapshotStream: the member's Transport streams snapshot items
 	// (TransportConfig.SnapshotItems is Node.SnapshotItems), so a MsgSnap
 	// carries only a descriptor and a snapshot of any size is sent

@@ -159,8 +159,8 @@ type checkpoint struct {
 
 // snapState is a member's snapshot bookkeeping.
 type snapState struct {
-	ckpt      *checkpoint
-	retryAt   uint64 // no new attempt before this tick
+	ckpt    *checkpoint
+	retryAt uint64 // no new attempt before this tick
 	// forceAt: a member was added at this index while the log before it
 	// is compacted away; the leader snapshots once it applied it, since
 	// raft can only send the new member a snapshot whose configuration
@@ -177,7 +177,7 @@ type snapState struct {
 	aborted    uint64   // snapshots abandoned (leadership lost, a leader's snapshot installed)
 	during     uint64   // entries that committed while this member's snapshots were written
 	lostLead   uint64   // snapshots abandoned because leadership ended
-	installs   uint64         // snapshots received and installed
+	installs   uint64   // snapshots received and installed
 	lastTook   time.Duration
 	received   string // the file of the last snapshot received (noteReceived)
 }
@@ -190,6 +190,7 @@ type SnapshotStats struct {
 	LastTook  time.Duration // how long the last one took to make or install
 	Aborted   uint64        // snapshots it abandoned before their commit frame
 	During    uint64        // entries that committed while its snapshots were written
+	Writing   uint64        // a snapshot is being written, begun at this entry (0: none)
 }
 
 // SnapshotStats reports the member's snapshots.
@@ -197,6 +198,9 @@ func (n *Node) SnapshotStats() SnapshotStats {
 	st := SnapshotStats{Taken: n.snap.taken, Installed: n.snap.installs, LastTook: n.snap.lastTook, Aborted: n.snap.aborted, During: n.snap.during}
 	if n.snap.ckpt != nil {
 		st.Index = n.snap.ckpt.meta.Index
+	}
+	if n.snap.run != nil {
+		st.Writing = n.snap.run.from
 	}
 	return st
 }
@@ -496,8 +500,22 @@ type snapRun struct {
 	maxItem  int
 }
 
-// snapTurnJobs bounds the jobs a snapshot walks per Process.
-var snapTurnJobs = 4096
+// DefaultSnapshotTurnJobs bounds the jobs a snapshot walks per Process
+// (Config.SnapshotTurnJobs).
+const DefaultSnapshotTurnJobs = 4096
+
+// snapTurnJobs overrides Config.SnapshotTurnJobs when set (the simulation).
+var snapTurnJobs = 0
+
+func (n *Node) turnJobs() int {
+	switch {
+	case snapTurnJobs > 0:
+		return snapTurnJobs
+	case n.cfg.SnapshotTurnJobs > 0:
+		return n.cfg.SnapshotTurnJobs
+	}
+	return DefaultSnapshotTurnJobs
+}
 
 // beginSnapshot starts a fuzzy snapshot from the entry the engine holds
 // now: the applied one on a follower, on a leader the last one it decided
@@ -588,8 +606,9 @@ func (n *Node) stepSnapshot() error {
 // walkSnapshot writes the next jobs of the walk as items.
 func (n *Node) walkSnapshot() error {
 	r := n.snap.run
-	for done := 0; done < snapTurnJobs; {
-		ent := r.it.Next(min(snapItemJobs, snapTurnJobs-done))
+	turn := n.turnJobs()
+	for done := 0; done < turn; {
+		ent := r.it.Next(min(snapItemJobs, turn-done))
 		if ent == nil {
 			r.it = nil
 			return nil
