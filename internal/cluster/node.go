@@ -286,14 +286,22 @@ func (n *Node) Status() (st raft.BasicStatus, applied, ahead uint64) {
 // ReadBlob reads a payload or result the engine refers to, including one
 // in an entry this leader decided that the log has not written yet.
 func (n *Node) ReadBlob(r engine.BlobRef) ([]byte, error) {
+	if b, ok := n.ownBlob(r); ok {
+		return b, nil
+	}
+	return n.log.ReadAt(r.Segment, r.Offset, r.Len)
+}
+
+// ownBlob finds a blob in an entry this leader decided.
+func (n *Node) ownBlob(r engine.BlobRef) ([]byte, bool) {
 	for _, o := range n.own {
 		start := uint64(o.pos.Offset) + wal.FrameHeaderSize
 		if o.pos.Segment == r.Segment && uint64(r.Offset) >= start && uint64(r.Offset)+uint64(r.Len) <= start+uint64(len(o.body)) {
 			off := uint64(r.Offset) - start
-			return o.body[off : off+uint64(r.Len)], nil
+			return o.body[off : off+uint64(r.Len)], true
 		}
 	}
-	return n.log.ReadAt(r.Segment, r.Offset, r.Len)
+	return nil, false
 }
 
 // TransferTo asks raft to hand leadership to member to (a no-op on a
@@ -574,6 +582,12 @@ func (n *Node) Process() error {
 		}
 	}
 	n.maybeSnapshot()
+	for n.failed == nil && n.rn.HasReady() {
+		// The entry a snapshot's end stamps its time with goes out now.
+		if err := n.processReady(n.rn.Ready()); err != nil {
+			n.fail(err)
+		}
+	}
 	return n.failed
 }
 

@@ -607,6 +607,9 @@ func (n *Node) stepSnapshot() error {
 func (n *Node) walkSnapshot() error {
 	r := n.snap.run
 	turn := n.turnJobs()
+	// Payloads of a batch put share a frame, read whole to check it: a
+	// reader for this turn checks each frame once (wal.FrameReader).
+	fr := n.log.NewFrameReader()
 	for done := 0; done < turn; {
 		ent := r.it.Next(min(snapItemJobs, turn-done))
 		if ent == nil {
@@ -627,7 +630,7 @@ func (n *Node) walkSnapshot() error {
 						if b.Ref.Len == 0 {
 							continue // a zero reference is a null payload, another an empty one: keep it
 						}
-						data, err := n.ReadBlob(b.Ref)
+						data, err := n.readBlobWith(fr, b.Ref)
 						if err != nil {
 							return fmt.Errorf("read job %s's blob at %d:%d: %w", rec.Job.ID, b.Ref.Segment, b.Ref.Offset, err)
 						}
@@ -648,6 +651,14 @@ func (n *Node) walkSnapshot() error {
 		}
 	}
 	return nil
+}
+
+// readBlobWith is ReadBlob through fr.
+func (n *Node) readBlobWith(fr *wal.FrameReader, r engine.BlobRef) ([]byte, error) {
+	if b, ok := n.ownBlob(r); ok {
+		return b, nil
+	}
+	return fr.ReadAt(r.Segment, r.Offset, r.Len)
 }
 
 // logEntries writes the committed entries after the last one written, up
