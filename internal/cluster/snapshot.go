@@ -136,10 +136,11 @@ const (
 )
 
 // How many log bytes of items go to the disk before their re-homing is
-// applied (bounds the memory a snapshot holds); how many job records one
-// item holds at most.
+// applied (bounds the memory a snapshot holds, and the re-homing done in
+// one Process: about 6,000 jobs of 100-byte payloads a MiB); how many job
+// records one item holds at most.
 var (
-	snapFlushBytes = 16 << 20
+	snapFlushBytes = 1 << 20
 	snapItemJobs   = 256
 )
 
@@ -504,8 +505,15 @@ type snapRun struct {
 // (Config.SnapshotTurnJobs).
 const DefaultSnapshotTurnJobs = 4096
 
-// snapTurnJobs overrides Config.SnapshotTurnJobs when set (the simulation).
+// snapTurnJobs overrides Config.SnapshotTurnJobs when set, and then no
+// time budget applies (the simulation: a run is a function of its seed).
 var snapTurnJobs = 0
+
+// snapTurnBudget bounds the time a walk takes per Process besides the
+// jobs: the messages and answers of that Process wait for it (the broker
+// sends and answers after Process), so a turn that took 4096 jobs of a
+// loaded machine's time would delay every write by a few such turns.
+const snapTurnBudget = 2 * time.Millisecond
 
 func (n *Node) turnJobs() int {
 	switch {
@@ -610,7 +618,11 @@ func (n *Node) walkSnapshot() error {
 	// Payloads of a batch put share a frame, read whole to check it: a
 	// reader for this turn checks each frame once (wal.FrameReader).
 	fr := n.log.NewFrameReader()
+	began := time.Now()
 	for done := 0; done < turn; {
+		if done > 0 && snapTurnJobs == 0 && time.Since(began) > snapTurnBudget {
+			return nil
+		}
 		ent := r.it.Next(min(snapItemJobs, turn-done))
 		if ent == nil {
 			r.it = nil
