@@ -15,7 +15,10 @@ package cluster
 //	  offset  size  field
 //	       0     1  kind (0xC3)
 //	       1     8  group id
-//	       9     8  the snapshot's raft index
+//	       9     8  the index the snapshot's walk began at (I0 below;
+//	                for a snapshot received from the leader, and for
+//	                those written before snapshots were fuzzy, its
+//	                raft index)
 //	      17     4  the item's number in the snapshot (from 0)
 //	      21     -  engine entry
 //
@@ -35,30 +38,82 @@ package cluster
 //	                carried them)
 //
 // A snapshot counts only once its commit frame is read after all its items
-// (replay ignores items without one: a crash while writing them; item
-// number 0 starts a snapshot again, as a member that restarted writes one
-// at the same index again). Raft entries and hard states may come between
-// a snapshot's items, which are written a part per turn. A hard
-// state frame follows the commit frame, so the hard state survives the
-// removal of the segments before the snapshot.
+// (replay ignores items without one: a crash while writing them, or a
+// snapshot abandoned; item number 0 starts a snapshot again, as a member
+// that restarted writes one at the same index again). The commit frame's
+// index is the items' index or a later one. Raft entries and hard states
+// may come between a snapshot's items, which are written a part per turn.
+// A hard state frame follows the commit frame, so the hard state survives
+// the removal of the segments before the snapshot.
+//
+// # A fuzzy snapshot: the member keeps working while it is written
+//
+// A large state takes seconds to write, a bounded part per Process
+// (snapTurnJobs jobs, snapTurnBudget of time), and meanwhile the member
+// goes on applying committed entries and, on the leader, running
+// commands. As on a single node (internal/engine/snapshot.go) the items
+// are then a fuzzy state, made exact by the entries that came meanwhile:
+//
+//   - The walk begins at I0, the entry the engine holds then: the applied
+//     one on a follower; on a leader the last one it decided (ahead),
+//     committed or not. The first item (namespaces, queues, tokens,
+//     channels, idempotency keys, counters) is the exact state at I0; the
+//     job items after it are each the job's image at the moment it was
+//     walked, some entry between I0 and the walk's end.
+//   - Each Process first writes the entries that committed since the last
+//     one as further items, exactly as the log holds them (engine entries
+//     with their payloads and results inline), then walks on. So every
+//     job item is at least as new as the entries written before it, and
+//     every entry after I0 is written, in order, after the items walked
+//     before it took effect.
+//   - When the walk is over the engine holds entry E (ahead). A leader's
+//     clock may have run past E's time (reads advance it) and the walk may
+//     have seen the effects (a reservation expired): it then first
+//     decides an entry with no records stamping its clock, which becomes
+//     E. The snapshot is committed once E has committed and been applied,
+//     at the applied index I1 >= E, with the entries up to I1 written and
+//     the time of the last engine entry up to I1, the membership and conf
+//     state raft holds at I1.
+//   - Loading applies the items in order. Every record is an absolute
+//     image or a delete (internal/engine/record.go): a job image older
+//     than an entry after it is overwritten by that entry; an entry older
+//     than an image after it restates what that image already holds, and
+//     the last change of every job after I0 comes in an entry after any
+//     image that predates it. Namespace, queue, token, channel and
+//     idempotency records are in the exact first item and in entries
+//     only. A purge or a queue delete removes jobs walked after it, which
+//     the puts after it bring back. A publication below the channel's
+//     offset is skipped (applyPublication). Counters only grow (max).
+//     Time-derived transitions (activation, expiry) are a function of
+//     each image and the clock, which reaches the same I1 time. A record
+//     that restates a job with a reference (not inline) keeps the local
+//     copy (engine.localRef). So the loaded state is the state at I1.
+//   - The leader's walk may have seen entries that never commit: when it
+//     loses leadership (its engine is rebuilt from committed entries), or
+//     installs the leader's snapshot, the snapshot is abandoned before
+//     its commit frame.
 //
 // # Re-homing payloads instead of relocating them
 //
-// Right after its items are durable, the member applies their job images
-// to its engine: the images equal what the engine holds (the snapshot is
-// taken at a committed state, with nothing running ahead), so this changes
-// nothing but the references, which now point at the copies in the items.
-// No live reference then points before the snapshot, and every log segment
-// before the snapshot's first item and before the oldest entry raft still
-// holds can be deleted. This replaces the single node's relocation
+// Right after a part of the items is durable (every snapFlushBytes), the
+// member points each job whose payload or result an item copied at the
+// copy, but only if the job still refers to the very bytes copied
+// (engine.Rehome): an image may be older than the job, so applying it
+// again, as exact snapshots did, would undo later changes. A job whose
+// blob changed since keeps its reference, into an entry after I0, whose
+// own item re-homes it when it is written, or into an entry after I1,
+// which raft storage keeps. So no live reference points before the
+// snapshot's first item once it is committed, and every log segment
+// before that item and before the oldest entry raft still holds can be
+// deleted (dropSegments still checks the engine's live bytes per segment
+// and keeps any segment a job points into: a mistake costs disk, not
+// data). This replaces the single node's relocation
 // (internal/broker/compact.go) in cluster mode: there a relocation is an
 // ordinary logged change, which on a member would have to go through raft.
 // The price is that each snapshot writes every live payload again; a
 // snapshot is therefore due only once the log has grown by the previous
 // snapshot's size (snapshotDue), which bounds what snapshots write to
-// about what the clients wrote, and the share of time a leader spends
-// writing snapshots (holding requests) to the time it takes to write its
-// state once per that much client traffic.
+// about what the clients wrote.
 //
 // # Sending a snapshot
 //
