@@ -97,6 +97,9 @@ type simStats struct {
 	// entries that committed while a member wrote a snapshot; snapshots
 	// a leader abandoned when it lost leadership in the middle.
 	snapDuring, snapLostLead int
+	// times a member kept a log segment because a live job still pointed
+	// into it after a snapshot (re-homing missed it)
+	keptLive int
 }
 
 // simSnapshotEntries is the members' snapshot threshold (a variable so a
@@ -111,6 +114,7 @@ func (s *sim) countSnapshots(m *simMember) {
 	s.stats.installs += int(st.Installed)
 	s.stats.snapDuring += int(st.During)
 	s.stats.snapLostLead += int(m.n.snap.lostLead)
+	s.stats.keptLive += int(m.n.snap.keptLive)
 	if segs := m.n.Log().Segments(); len(segs) > 0 && segs[0].Number > 1 {
 		s.stats.segmentsDropped = max(s.stats.segmentsDropped, int(segs[0].Number-1))
 	}
@@ -602,6 +606,9 @@ func runSimWith(t *testing.T, seed uint64, steps int, dir string, membership boo
 	}
 	s.close()
 	s.members = nil
+	if s.err == nil && s.stats.keptLive > 0 {
+		s.err = fmt.Errorf("seed %d: %d times a live job still pointed before a snapshot: re-homing missed it", seed, s.stats.keptLive)
+	}
 	// A seed whose faults left the group little time to work (a few
 	// seeds in hundreds) may not fill a log segment: TestSimulation
 	// checks over all seeds that segments were dropped.

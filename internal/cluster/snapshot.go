@@ -233,6 +233,7 @@ type snapState struct {
 	aborted    uint64   // snapshots abandoned (leadership lost, a leader's snapshot installed)
 	during     uint64   // entries that committed while this member's snapshots were written
 	lostLead   uint64   // snapshots abandoned because leadership ended
+	keptLive   uint64   // times dropSegments kept a segment a live job pointed into
 	installs   uint64   // snapshots received and installed
 	lastTook   time.Duration
 	received   string // the file of the last snapshot received (noteReceived)
@@ -882,6 +883,7 @@ func (n *Node) dropSegments() {
 		}
 		if live[s.Number] > 0 {
 			n.lg.Warn("cluster: a live job still points before the snapshot; keeping the segment", "id", n.cfg.ID, "segment", s.Number)
+			n.snap.keptLive++
 			upto = s.Number
 			break
 		}
