@@ -49,6 +49,9 @@ type ClusterOptions struct {
 	// before it for followers that lag a little (^uint64(0): none).
 	SnapshotEntries, SnapshotCatchUp uint64
 	SnapshotBytes                    int64
+	// SnapshotTurnJobs: jobs a snapshot walks per loop turn (default
+	// cluster.DefaultSnapshotTurnJobs).
+	SnapshotTurnJobs int
 	// StreamSnapshots: the transport streams snapshot items
 	// (cluster.TransportConfig.SnapshotItems is Broker.SnapshotItems), so
 	// a snapshot of any size reaches a follower.
@@ -165,10 +168,11 @@ func (b *Broker) openCluster() error {
 			}
 		},
 
-		SnapshotEntries: co.SnapshotEntries,
-		SnapshotBytes:   co.SnapshotBytes,
-		SnapshotCatchUp: co.SnapshotCatchUp,
-		SnapshotStream:  co.StreamSnapshots,
+		SnapshotEntries:  co.SnapshotEntries,
+		SnapshotBytes:    co.SnapshotBytes,
+		SnapshotCatchUp:  co.SnapshotCatchUp,
+		SnapshotStream:   co.StreamSnapshots,
+		SnapshotTurnJobs: co.SnapshotTurnJobs,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -428,7 +432,7 @@ func (b *Broker) clusterLoop() {
 			k := 0
 			for _, h := range cl.held {
 				if now.Sub(h.since) > holdCatchUp {
-					h.r.res, h.r.err = nil, unavailable("the leader is still catching up with the log or writing a snapshot; retry shortly")
+					h.r.res, h.r.err = nil, unavailable("the leader is still catching up with the log; retry shortly")
 					h.r.finish()
 					continue
 				}
@@ -541,10 +545,9 @@ func (b *Broker) clusterProcess() {
 		b.refreshTokens()
 	}
 	b.memberChannelsStep(st.Lead == st.ID && st.ID != 0)
-	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 && !(st.Lead == st.ID && cl.node.SnapshotBusy()) {
+	if cl.node.CanExec() != nil && len(b.waiters.dl) > 0 {
 		// Parked long-polls end empty on a member that no longer leads:
-		// their clients ask again, and reach the new leader. (A leader
-		// writing a snapshot keeps them: it serves them right after.)
+		// their clients ask again, and reach the new leader.
 		b.waiters.releaseAll()
 	}
 	k := 0

@@ -78,6 +78,10 @@ type Config struct {
 	// than SnapshotMaxSend bytes is not sent to a follower in memory.
 	SnapshotEntries, SnapshotCatchUp uint64
 	SnapshotBytes, SnapshotMaxSend   int64
+	// SnapshotTurnJobs bounds the jobs a snapshot's walk takes per
+	// Process (default DefaultSnapshotTurnJobs; tests lower it to spread a
+	// small state over many turns).
+	SnapshotTurnJobs int
 	// SnapshotStream: the member's Transport streams snapshot items
 	// (TransportConfig.SnapshotItems is Node.SnapshotItems), so a MsgSnap
 	// carries only a descriptor and a snapshot of any size is sent
@@ -282,14 +286,22 @@ func (n *Node) Status() (st raft.BasicStatus, applied, ahead uint64) {
 // ReadBlob reads a payload or result the engine refers to, including one
 // in an entry this leader decided that the log has not written yet.
 func (n *Node) ReadBlob(r engine.BlobRef) ([]byte, error) {
+	if b, ok := n.ownBlob(r); ok {
+		return b, nil
+	}
+	return n.log.ReadAt(r.Segment, r.Offset, r.Len)
+}
+
+// ownBlob finds a blob in an entry this leader decided.
+func (n *Node) ownBlob(r engine.BlobRef) ([]byte, bool) {
 	for _, o := range n.own {
 		start := uint64(o.pos.Offset) + wal.FrameHeaderSize
 		if o.pos.Segment == r.Segment && uint64(r.Offset) >= start && uint64(r.Offset)+uint64(r.Len) <= start+uint64(len(o.body)) {
 			off := uint64(r.Offset) - start
-			return o.body[off : off+uint64(r.Len)], nil
+			return o.body[off : off+uint64(r.Len)], true
 		}
 	}
-	return n.log.ReadAt(r.Segment, r.Offset, r.Len)
+	return nil, false
 }
 
 // TransferTo asks raft to hand leadership to member to (a no-op on a
@@ -446,7 +458,7 @@ func (n *Node) CatchingUp() bool {
 		// Elected, but the Ready that says so is not handled yet.
 		return n.rn.BasicStatus().RaftState == raft.StateLeader
 	}
-	return n.termStart == 0 || n.applied < n.termStart || n.snapWaiting()
+	return n.termStart == 0 || n.applied < n.termStart
 }
 
 // CanExec says whether Exec would run a command: this member leads, has
@@ -468,10 +480,6 @@ func (n *Node) CanExec() error {
 	}
 	if st.LeadTransferee != raft.None {
 		return notLeader(st.LeadTransferee)
-	}
-	if n.snap.run != nil {
-		// The engine must not change while a snapshot is written.
-		return unavailable("this leader is writing a snapshot; retry shortly")
 	}
 	return nil
 }
@@ -574,6 +582,12 @@ func (n *Node) Process() error {
 		}
 	}
 	n.maybeSnapshot()
+	for n.failed == nil && n.rn.HasReady() {
+		// The entry a snapshot's end stamps its time with goes out now.
+		if err := n.processReady(n.rn.Ready()); err != nil {
+			n.fail(err)
+		}
+	}
 	return n.failed
 }
 
@@ -642,9 +656,6 @@ func (n *Node) processReady(rd raft.Ready) error {
 		}
 	}
 	for i := range rd.CommittedEntries {
-		if n.deferApply(&rd.CommittedEntries[i]) {
-			continue
-		}
 		if err := n.apply(&rd.CommittedEntries[i]); err != nil {
 			return err
 		}
@@ -669,6 +680,7 @@ func (n *Node) roleChange() {
 		n.leader, n.termStart = false, 0
 		n.lg.Info("cluster: this node is no longer the leader", "id", n.cfg.ID, "term", st.Term, "leader", st.Lead, "uncommitted", n.ahead-n.applied)
 		n.finishPending(&engine.Error{Code: CodeUnknownOutcome, Message: "leadership changed before the change committed; it may or may not have been applied"})
+		n.snapLeadershipLost()
 		if n.ahead > n.applied {
 			if err := n.rebuild(); err != nil {
 				n.fail(err)

@@ -15,7 +15,10 @@ package cluster
 //	  offset  size  field
 //	       0     1  kind (0xC3)
 //	       1     8  group id
-//	       9     8  the snapshot's raft index
+//	       9     8  the index the snapshot's walk began at (I0 below;
+//	                for a snapshot received from the leader, and for
+//	                those written before snapshots were fuzzy, its
+//	                raft index)
 //	      17     4  the item's number in the snapshot (from 0)
 //	      21     -  engine entry
 //
@@ -35,30 +38,82 @@ package cluster
 //	                carried them)
 //
 // A snapshot counts only once its commit frame is read after all its items
-// (replay ignores items without one: a crash while writing them; item
-// number 0 starts a snapshot again, as a member that restarted writes one
-// at the same index again). Raft entries and hard states may come between
-// a snapshot's items, which are written a part per turn. A hard
-// state frame follows the commit frame, so the hard state survives the
-// removal of the segments before the snapshot.
+// (replay ignores items without one: a crash while writing them, or a
+// snapshot abandoned; item number 0 starts a snapshot again, as a member
+// that restarted writes one at the same index again). The commit frame's
+// index is the items' index or a later one. Raft entries and hard states
+// may come between a snapshot's items, which are written a part per turn.
+// A hard state frame follows the commit frame, so the hard state survives
+// the removal of the segments before the snapshot.
+//
+// # A fuzzy snapshot: the member keeps working while it is written
+//
+// A large state takes seconds to write, a bounded part per Process
+// (snapTurnJobs jobs, snapTurnBudget of time), and meanwhile the member
+// goes on applying committed entries and, on the leader, running
+// commands. As on a single node (internal/engine/snapshot.go) the items
+// are then a fuzzy state, made exact by the entries that came meanwhile:
+//
+//   - The walk begins at I0, the entry the engine holds then: the applied
+//     one on a follower; on a leader the last one it decided (ahead),
+//     committed or not. The first item (namespaces, queues, tokens,
+//     channels, idempotency keys, counters) is the exact state at I0; the
+//     job items after it are each the job's image at the moment it was
+//     walked, some entry between I0 and the walk's end.
+//   - Each Process first writes the entries that committed since the last
+//     one as further items, exactly as the log holds them (engine entries
+//     with their payloads and results inline), then walks on. So every
+//     job item is at least as new as the entries written before it, and
+//     every entry after I0 is written, in order, after the items walked
+//     before it took effect.
+//   - When the walk is over the engine holds entry E (ahead). A leader's
+//     clock may have run past E's time (reads advance it) and the walk may
+//     have seen the effects (a reservation expired): it then first
+//     decides an entry with no records stamping its clock, which becomes
+//     E. The snapshot is committed once E has committed and been applied,
+//     at the applied index I1 >= E, with the entries up to I1 written and
+//     the time of the last engine entry up to I1, the membership and conf
+//     state raft holds at I1.
+//   - Loading applies the items in order. Every record is an absolute
+//     image or a delete (internal/engine/record.go): a job image older
+//     than an entry after it is overwritten by that entry; an entry older
+//     than an image after it restates what that image already holds, and
+//     the last change of every job after I0 comes in an entry after any
+//     image that predates it. Namespace, queue, token, channel and
+//     idempotency records are in the exact first item and in entries
+//     only. A purge or a queue delete removes jobs walked after it, which
+//     the puts after it bring back. A publication below the channel's
+//     offset is skipped (applyPublication). Counters only grow (max).
+//     Time-derived transitions (activation, expiry) are a function of
+//     each image and the clock, which reaches the same I1 time. A record
+//     that restates a job with a reference (not inline) keeps the local
+//     copy (engine.localRef). So the loaded state is the state at I1.
+//   - The leader's walk may have seen entries that never commit: when it
+//     loses leadership (its engine is rebuilt from committed entries), or
+//     installs the leader's snapshot, the snapshot is abandoned before
+//     its commit frame.
 //
 // # Re-homing payloads instead of relocating them
 //
-// Right after its items are durable, the member applies their job images
-// to its engine: the images equal what the engine holds (the snapshot is
-// taken at a committed state, with nothing running ahead), so this changes
-// nothing but the references, which now point at the copies in the items.
-// No live reference then points before the snapshot, and every log segment
-// before the snapshot's first item and before the oldest entry raft still
-// holds can be deleted. This replaces the single node's relocation
+// Right after a part of the items is durable (every snapFlushBytes), the
+// member points each job whose payload or result an item copied at the
+// copy, but only if the job still refers to the very bytes copied
+// (engine.Rehome): an image may be older than the job, so applying it
+// again, as exact snapshots did, would undo later changes. A job whose
+// blob changed since keeps its reference, into an entry after I0, whose
+// own item re-homes it when it is written, or into an entry after I1,
+// which raft storage keeps. So no live reference points before the
+// snapshot's first item once it is committed, and every log segment
+// before that item and before the oldest entry raft still holds can be
+// deleted (dropSegments still checks the engine's live bytes per segment
+// and keeps any segment a job points into: a mistake costs disk, not
+// data). This replaces the single node's relocation
 // (internal/broker/compact.go) in cluster mode: there a relocation is an
 // ordinary logged change, which on a member would have to go through raft.
 // The price is that each snapshot writes every live payload again; a
 // snapshot is therefore due only once the log has grown by the previous
 // snapshot's size (snapshotDue), which bounds what snapshots write to
-// about what the clients wrote, and the share of time a leader spends
-// writing snapshots (holding requests) to the time it takes to write its
-// state once per that much client traffic.
+// about what the clients wrote.
 //
 // # Sending a snapshot
 //
@@ -136,10 +191,11 @@ const (
 )
 
 // How many log bytes of items go to the disk before their re-homing is
-// applied (bounds the memory a snapshot holds); how many job records one
-// item holds at most.
+// applied (bounds the memory a snapshot holds, and the re-homing done in
+// one Process: about 6,000 jobs of 100-byte payloads a MiB); how many job
+// records one item holds at most.
 var (
-	snapFlushBytes = 16 << 20
+	snapFlushBytes = 1 << 20
 	snapItemJobs   = 256
 )
 
@@ -151,6 +207,7 @@ type checkpoint struct {
 	time      int64 // time of the entry at meta.Index
 	installed bool
 	mem       membership // the membership at meta.Index, with addresses
+	itemIndex uint64     // the index in its items' headers (where its walk began)
 	items     []wal.Position
 	bytes     int64
 	commit    wal.Position // the commit frame
@@ -158,11 +215,8 @@ type checkpoint struct {
 
 // snapState is a member's snapshot bookkeeping.
 type snapState struct {
-	ckpt      *checkpoint
-	pending   bool   // the leader waits to reach a committed state
-	stamped   bool   // it proposed an entry to make its engine's time committed
-	waitTicks int    // ticks spent pending
-	retryAt   uint64 // no new attempt before this tick
+	ckpt    *checkpoint
+	retryAt uint64 // no new attempt before this tick
 	// forceAt: a member was added at this index while the log before it
 	// is compacted away; the leader snapshots once it applied it, since
 	// raft can only send the new member a snapshot whose configuration
@@ -174,10 +228,13 @@ type snapState struct {
 	refused    uint64            // the snapshot found too large to send (logged once)
 	bytesCheck uint64            // next applied index at which to count the log's bytes
 	data       []byte
-	run        *snapRun       // the snapshot being written
-	deferred   []raftpb.Entry // committed meanwhile, applied after it
-	taken      uint64         // snapshots made here
-	installs   uint64         // snapshots received and installed
+	run        *snapRun // the snapshot being written
+	taken      uint64   // snapshots made here
+	aborted    uint64   // snapshots abandoned (leadership lost, a leader's snapshot installed)
+	during     uint64   // entries that committed while this member's snapshots were written
+	lostLead   uint64   // snapshots abandoned because leadership ended
+	keptLive   uint64   // times dropSegments kept a segment a live job pointed into
+	installs   uint64   // snapshots received and installed
 	lastTook   time.Duration
 	received   string // the file of the last snapshot received (noteReceived)
 }
@@ -188,13 +245,19 @@ type SnapshotStats struct {
 	Taken     uint64        // snapshots this member made since it started
 	Installed uint64        // snapshots it received from a leader
 	LastTook  time.Duration // how long the last one took to make or install
+	Aborted   uint64        // snapshots it abandoned before their commit frame
+	During    uint64        // entries that committed while its snapshots were written
+	Writing   uint64        // a snapshot is being written, begun at this entry (0: none)
 }
 
 // SnapshotStats reports the member's snapshots.
 func (n *Node) SnapshotStats() SnapshotStats {
-	st := SnapshotStats{Taken: n.snap.taken, Installed: n.snap.installs, LastTook: n.snap.lastTook}
+	st := SnapshotStats{Taken: n.snap.taken, Installed: n.snap.installs, LastTook: n.snap.lastTook, Aborted: n.snap.aborted, During: n.snap.during}
 	if n.snap.ckpt != nil {
 		st.Index = n.snap.ckpt.meta.Index
+	}
+	if n.snap.run != nil {
+		st.Writing = n.snap.run.from
 	}
 	return st
 }
@@ -271,84 +334,35 @@ func (n *Node) snapshotDue() bool {
 	return grown >= last
 }
 
-// maybeSnapshot runs after every Process: when a snapshot is due and the
-// engine holds exactly the committed state at the applied index (nothing
-// decided ahead of the commit, and the engine's clock at that entry's
-// time), it writes one. A leader whose engine runs ahead waits, holding
-// new commands (CatchingUp) for a moment; if its clock ran past the last
-// entry (reads advance it), it first commits an entry stamping that time.
+// maybeSnapshot runs after every Process: it advances a running
+// snapshot, or starts one when due.
 func (n *Node) maybeSnapshot() {
 	if n.failed != nil {
 		return
 	}
-	if n.snap.run != nil {
-		n.continueSnapshot()
-		return
-	}
-	if !n.snap.pending {
+	if n.snap.run == nil {
 		if !n.snapshotDue() {
 			return
 		}
-		n.snap.pending, n.snap.stamped, n.snap.waitTicks = true, false, 0
+		n.beginSnapshot()
 	}
-	if n.ahead > n.applied {
-		return
-	}
-	if n.eng.Now().UnixMilli() != n.lastTime {
-		if !n.leader || n.snap.stamped || n.CanExec() != nil {
-			if !n.leader {
-				n.snap.pending = false
-			}
-			return
-		}
-		n.sink.term = n.leaderTerm
-		if err := n.sink.Append(&engine.Entry{Time: n.eng.Now().UnixMilli()}); err != nil {
-			n.snap.pending = false
-			return
-		}
-		n.snap.stamped = true
-		if n.cfg.OnApplied != nil {
-			n.cfg.OnApplied(n.ahead, n.leaderTerm)
-		}
-		return
-	}
-	n.snap.pending = false
-	if err := n.beginSnapshot(); err != nil {
-		n.fail(fmt.Errorf("snapshot at entry %d: %w", n.applied, err))
-		return
-	}
-	n.continueSnapshot()
-}
-
-func (n *Node) continueSnapshot() {
-	index := n.snap.run.meta.Index
+	from := n.snap.run.from
 	if err := n.stepSnapshot(); err != nil {
 		n.snap.run = nil
-		n.fail(fmt.Errorf("snapshot at entry %d: %w", index, err))
+		n.fail(fmt.Errorf("snapshot begun at entry %d: %w", from, err))
 	}
 }
 
-// snapWaiting: a leader holds new commands until its snapshot is taken.
-func (n *Node) snapWaiting() bool { return n.leader && n.snap.pending || n.snap.run != nil }
+// SnapshotBusy says a snapshot's walk is under way: the caller should call
+// Process again soon, even with nothing else to do. (A walk that is over
+// waits only for entries to commit, which a Process handles.)
+func (n *Node) SnapshotBusy() bool { return n.snap.run != nil && !n.snap.run.walked }
 
-// SnapshotBusy says a snapshot is being written: the caller should call
-// Process again soon, even with nothing else to do.
-func (n *Node) SnapshotBusy() bool { return n.snap.run != nil }
-
-// snapTick runs on every tick: a leader that waited too long to reach a
-// committed state gives up for a while, and a MsgSnap that got no answer
-// is reported failed so raft sends it again (raft waits for that report
-// forever otherwise).
+// snapTick runs on every tick: a MsgSnap that got no answer is reported
+// failed so raft sends it again (raft waits for that report forever
+// otherwise).
 func (n *Node) snapTick() {
 	n.snap.ticks++
-	if n.snap.pending {
-		n.snap.waitTicks++
-		if n.snap.waitTicks > 2*n.cfg.ElectionTick {
-			n.snap.pending = false
-			n.snap.retryAt = n.snap.ticks + uint64(5*n.cfg.ElectionTick)
-			n.lg.Warn("cluster: snapshot postponed: the leader's proposals did not commit in time", "id", n.cfg.ID)
-		}
-	}
 	if len(n.snap.sent) == 0 {
 		n.snap.data, n.snap.dataIndex = nil, 0
 		return
@@ -419,22 +433,28 @@ func sortIDs(ids []uint64) {
 
 // snapWriter appends a snapshot's items to the log, committing every
 // snapFlushBytes; durable is called with each item, decoded with its
-// blobs located in the log, once it is on disk.
+// blobs located in the log, once it is on disk, and with the references
+// its blobs were copied from (per record: payload, result; nil for a
+// snapshot received from the leader).
 type snapWriter struct {
 	n       *Node
 	index   uint64
 	ck      *checkpoint
 	pend    [][]byte // item frames appended since the last commit
 	pendPos []wal.Position
+	pendOld [][][2]engine.BlobRef
 	pendLen int
-	durable func(*engine.Entry) error
+	durable func(*engine.Entry, [][2]engine.BlobRef) error
 }
 
-func (n *Node) newSnapWriter(index uint64, durable func(*engine.Entry) error) *snapWriter {
-	return &snapWriter{n: n, index: index, ck: &checkpoint{}, durable: durable}
+// newSnapWriter writes items whose headers carry index: the index the
+// snapshot's walk began at (its commit frame then names the index it
+// covers, at least that one).
+func (n *Node) newSnapWriter(index uint64, durable func(*engine.Entry, [][2]engine.BlobRef) error) *snapWriter {
+	return &snapWriter{n: n, index: index, ck: &checkpoint{itemIndex: index}, durable: durable}
 }
 
-func (w *snapWriter) add(ent []byte) error {
+func (w *snapWriter) add(ent []byte, old [][2]engine.BlobRef) error {
 	frame := make([]byte, 0, snapItemHeader+len(ent))
 	frame = append(frame, snapItemKind)
 	frame = binary.LittleEndian.AppendUint64(frame, w.n.cfg.Group)
@@ -448,6 +468,7 @@ func (w *snapWriter) add(ent []byte) error {
 	w.ck.items = append(w.ck.items, pos)
 	w.ck.bytes += int64(len(ent))
 	w.pend, w.pendPos = append(w.pend, frame), append(w.pendPos, pos)
+	w.pendOld = append(w.pendOld, append([][2]engine.BlobRef(nil), old...))
 	w.pendLen += len(frame)
 	if w.pendLen >= snapFlushBytes {
 		return w.flush()
@@ -465,12 +486,13 @@ func (w *snapWriter) flush() error {
 		if err != nil {
 			return fmt.Errorf("snapshot item at %s: %w", pos, err)
 		}
-		if err := w.durable(ent); err != nil {
+		if err := w.durable(ent, w.pendOld[i]); err != nil {
 			return err
 		}
 	}
 	clear(w.pend)
-	w.pend, w.pendPos, w.pendLen = w.pend[:0], w.pendPos[:0], 0
+	clear(w.pendOld)
+	w.pend, w.pendPos, w.pendOld, w.pendLen = w.pend[:0], w.pendPos[:0], w.pendOld[:0], 0
 	return nil
 }
 
@@ -510,99 +532,187 @@ func (w *snapWriter) finish(meta raftpb.SnapshotMetadata, t int64, installed boo
 		return nil, err
 	}
 	w.ck.meta, w.ck.time, w.ck.installed, w.ck.commit, w.ck.mem = meta, t, installed, pos, mem.clone()
+	w.ck.itemIndex = w.index
 	return w.ck, nil
 }
 
-// snapRun is a snapshot being written, a bounded number of jobs per
-// Process (snapTurnJobs) so that the loop keeps sending heartbeats and
-// answering peers while a large state is written. Meanwhile the engine
-// must not change: the leader runs no command (CanExec refuses, and
-// CatchingUp tells the broker to hold requests), and committed entries
-// are kept aside (deferred) and applied once the snapshot is written.
+// snapRun is a snapshot being written, fuzzily (see the top of this
+// file): the walk takes a bounded number of jobs per Process
+// (snapTurnJobs) while the member goes on applying entries and, on the
+// leader, running commands; the entries that commit meanwhile are written
+// as further items as they commit, and the snapshot's index is the applied
+// index once it covers everything the walk saw.
 type snapRun struct {
-	w       *snapWriter
-	it      *engine.SnapshotIter
-	meta    raftpb.SnapshotMetadata
-	time    int64
-	start   time.Time
-	buf     []byte
-	maxItem int
+	w        *snapWriter
+	it       *engine.SnapshotIter // nil once the walk is over
+	from     uint64               // I0: the entry the engine held when the walk began
+	logged   uint64               // entries up to this one are written as items
+	walked   bool                 // the walk is over ...
+	end      uint64               // ... and the engine held entry end then
+	itemTime int64                // the walked items' time: that of entry from
+	time     int64                // time of the last engine entry up to logged
+	start    time.Time
+	buf      []byte
+	old      [][2]engine.BlobRef
+	maxItem  int
 }
 
-// snapTurnJobs bounds the jobs a snapshot writes per Process.
-var snapTurnJobs = 4096
+// DefaultSnapshotTurnJobs bounds the jobs a snapshot walks per Process
+// (Config.SnapshotTurnJobs).
+const DefaultSnapshotTurnJobs = 4096
 
-// beginSnapshot starts writing the engine's state at the applied index.
-func (n *Node) beginSnapshot() error {
-	index := n.applied
-	term, err := n.store.Term(index)
-	if err != nil {
-		return fmt.Errorf("term of entry %d: %w", index, err)
+// snapTurnJobs overrides Config.SnapshotTurnJobs when set, and then no
+// time budget applies (the simulation: a run is a function of its seed).
+var snapTurnJobs = 0
+
+// snapTurnBudget bounds the time a walk takes per Process besides the
+// jobs: the messages and answers of that Process wait for it (the broker
+// sends and answers after Process), so a turn that took 4096 jobs of a
+// loaded machine's time would delay every write by a few such turns.
+const snapTurnBudget = 2 * time.Millisecond
+
+func (n *Node) turnJobs() int {
+	switch {
+	case snapTurnJobs > 0:
+		return snapTurnJobs
+	case n.cfg.SnapshotTurnJobs > 0:
+		return n.cfg.SnapshotTurnJobs
 	}
+	return DefaultSnapshotTurnJobs
+}
+
+// beginSnapshot starts a fuzzy snapshot from the entry the engine holds
+// now: the applied one on a follower, on a leader the last one it decided
+// (ahead), committed or not.
+func (n *Node) beginSnapshot() {
 	eng := n.eng
 	r := &snapRun{
-		meta:    raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: n.confState()},
-		time:    n.lastTime,
-		start:   time.Now(),
-		it:      eng.Snapshot(),
-		maxItem: int(min(int64(1<<20), n.segmentSize()/4)),
+		from:     n.ahead,
+		logged:   n.ahead,
+		itemTime: n.lastTime,
+		time:     n.lastTime,
+		start:    time.Now(),
+		it:       eng.Snapshot(),
+		maxItem:  int(min(int64(1<<20), n.segmentSize()/4)),
 	}
-	r.w = n.newSnapWriter(index, func(ent *engine.Entry) error {
-		// Only job records carry blobs: applying their images again moves
-		// the references to the item and changes nothing else.
-		k := 0
-		for i := range ent.Records {
-			rec := &ent.Records[i]
-			if rec.Kind == engine.KindJob && (rec.Job.Payload.Data != nil || rec.Job.Result.Data != nil) {
-				ent.Records[k] = *rec
-				k++
-			}
-		}
-		if k > 0 {
-			ent.Records = ent.Records[:k]
-			eng.Apply(ent)
-		}
+	r.w = n.newSnapWriter(r.from, func(ent *engine.Entry, old [][2]engine.BlobRef) error {
+		n.rehome(eng, ent, old)
 		return nil
 	})
 	n.snap.run = r
+}
+
+// rehome points the jobs of a durable item at the item's copies of their
+// blobs, but only a job that still refers to the very bytes copied (old,
+// per record: payload and result): an image in a fuzzy snapshot may be
+// older than the job, and the job's blob may have changed since.
+func (n *Node) rehome(eng *engine.Engine, ent *engine.Entry, old [][2]engine.BlobRef) {
+	for i := range ent.Records {
+		rec := &ent.Records[i]
+		if rec.Kind != engine.KindJob || i >= len(old) {
+			continue
+		}
+		if b := &rec.Job.Payload; b.Data != nil && old[i][0].Len > 0 {
+			eng.Rehome(rec.Job.NS, rec.Job.Queue, rec.Job.ID, old[i][0], b.Ref)
+		}
+		if b := &rec.Job.Result; b.Data != nil && old[i][1].Len > 0 {
+			eng.Rehome(rec.Job.NS, rec.Job.Queue, rec.Job.ID, old[i][1], b.Ref)
+		}
+	}
+}
+
+// stepSnapshot advances the running snapshot: the entries committed since
+// the last step become items, then the next jobs of the walk; once the
+// walk is over and everything it saw has committed, it is finished.
+func (n *Node) stepSnapshot() error {
+	r := n.snap.run
+	// Entries first: the jobs walked next are at least as new as they.
+	if err := n.logEntries(n.applied); err != nil {
+		return err
+	}
+	if r.it != nil {
+		if err := n.walkSnapshot(); err != nil {
+			return err
+		}
+	}
+	if r.it == nil && !r.walked {
+		if n.eng.Now().UnixMilli() != n.lastTime {
+			// The walk may have seen state of a time after the last entry
+			// (reads advance a leader's clock): the snapshot's time must
+			// cover it, and be one every member agrees on.
+			if !n.leader {
+				n.abortSnapshot("the engine's clock is not the log's")
+				n.snap.retryAt = n.snap.ticks + uint64(5*n.cfg.ElectionTick)
+				return nil
+			}
+			if n.CanExec() != nil {
+				return nil // a transfer under way: try again next turn, or lose leadership
+			}
+			n.sink.term = n.leaderTerm
+			if err := n.sink.Append(&engine.Entry{Time: n.eng.Now().UnixMilli()}); err != nil {
+				return nil
+			}
+			if n.cfg.OnApplied != nil {
+				n.cfg.OnApplied(n.ahead, n.leaderTerm)
+			}
+		}
+		r.walked, r.end = true, n.ahead
+	}
+	if r.walked && n.applied >= r.end {
+		if err := n.logEntries(n.applied); err != nil {
+			return err
+		}
+		return n.finishSnapshot()
+	}
 	return nil
 }
 
-// stepSnapshot writes the next jobs of the running snapshot, and finishes
-// it when the walk is over.
-func (n *Node) stepSnapshot() error {
+// walkSnapshot writes the next jobs of the walk as items.
+func (n *Node) walkSnapshot() error {
 	r := n.snap.run
-	for done := 0; done < snapTurnJobs; {
-		ent := r.it.Next(min(snapItemJobs, snapTurnJobs-done))
+	turn := n.turnJobs()
+	// Payloads of a batch put share a frame, read whole to check it: a
+	// reader for this turn checks each frame once (wal.FrameReader).
+	fr := n.log.NewFrameReader()
+	began := time.Now()
+	for done := 0; done < turn; {
+		if done > 0 && snapTurnJobs == 0 && time.Since(began) > snapTurnBudget {
+			return nil
+		}
+		ent := r.it.Next(min(snapItemJobs, turn-done))
 		if ent == nil {
-			return n.finishSnapshot()
+			r.it = nil
+			return nil
 		}
 		done += len(ent.Records)
 		recs := ent.Records
 		for len(recs) > 0 {
 			size := 0
 			k := 0
+			r.old = r.old[:0]
 			for k < len(recs) && (k == 0 || size < r.maxItem) {
 				rec := &recs[k]
+				var old [2]engine.BlobRef
 				if rec.Kind == engine.KindJob {
-					for _, b := range []*engine.Blob{&rec.Job.Payload, &rec.Job.Result} {
+					for i, b := range []*engine.Blob{&rec.Job.Payload, &rec.Job.Result} {
 						if b.Ref.Len == 0 {
 							continue // a zero reference is a null payload, another an empty one: keep it
 						}
-						data, err := n.ReadBlob(b.Ref)
+						data, err := n.readBlobWith(fr, b.Ref)
 						if err != nil {
 							return fmt.Errorf("read job %s's blob at %d:%d: %w", rec.Job.ID, b.Ref.Segment, b.Ref.Offset, err)
 						}
-						b.Data = data
+						b.Data, old[i] = data, b.Ref
 						size += len(data)
 					}
 				}
+				r.old = append(r.old, old)
 				size += 64
 				k++
 			}
-			part := engine.Entry{Time: r.time, Records: recs[:k]}
+			part := engine.Entry{Time: r.itemTime, Records: recs[:k]}
 			r.buf = part.Encode(r.buf[:0])
-			if err := r.w.add(r.buf); err != nil {
+			if err := r.w.add(r.buf, r.old); err != nil {
 				return err
 			}
 			recs = recs[k:]
@@ -611,17 +721,78 @@ func (n *Node) stepSnapshot() error {
 	return nil
 }
 
-// finishSnapshot commits the snapshot, compacts raft's storage, deletes
-// the log segments nothing needs any more, and applies the entries that
-// committed meanwhile.
+// readBlobWith is ReadBlob through fr.
+func (n *Node) readBlobWith(fr *wal.FrameReader, r engine.BlobRef) ([]byte, error) {
+	if b, ok := n.ownBlob(r); ok {
+		return b, nil
+	}
+	return fr.ReadAt(r.Segment, r.Offset, r.Len)
+}
+
+// logEntries writes the committed entries after the last one written, up
+// to upto, as items: their bytes as the log holds them (an engine entry,
+// payloads and results inline), so that loading applies them after the
+// walked items. Their inline blobs re-home like the walked ones.
+func (n *Node) logEntries(upto uint64) error {
+	r := n.snap.run
+	for r.logged < upto {
+		hi := min(upto, r.logged+256)
+		ents, err := n.store.Entries(r.logged+1, hi+1, 1<<62)
+		if err != nil {
+			return fmt.Errorf("read entries %d to %d: %w", r.logged+1, hi, err)
+		}
+		for i := range ents {
+			e := &ents[i]
+			if e.Type != raftpb.EntryNormal || len(e.Data) == 0 {
+				continue // conf changes travel in the commit frame's membership
+			}
+			pos, err := n.store.Position(e.Index)
+			if err != nil {
+				return err
+			}
+			ent, err := engine.DecodeEntry(e.Data, pos.Segment, pos.Offset+wal.FrameHeaderSize+wal.RaftEntryHeader)
+			if err != nil {
+				return fmt.Errorf("committed entry %d at %s: %w", e.Index, pos, err)
+			}
+			r.old = r.old[:0]
+			for k := range ent.Records {
+				var old [2]engine.BlobRef
+				if rec := &ent.Records[k]; rec.Kind == engine.KindJob {
+					if rec.Job.Payload.Data != nil {
+						old[0] = rec.Job.Payload.Ref
+					}
+					if rec.Job.Result.Data != nil {
+						old[1] = rec.Job.Result.Ref
+					}
+				}
+				r.old = append(r.old, old)
+			}
+			r.time = ent.Time
+			if err := r.w.add(e.Data, r.old); err != nil {
+				return err
+			}
+		}
+		r.logged = hi
+	}
+	return nil
+}
+
+// finishSnapshot commits the snapshot at the applied index, compacts
+// raft's storage and deletes the log segments nothing needs any more.
 func (n *Node) finishSnapshot() error {
 	r := n.snap.run
-	ck, err := r.w.finish(r.meta, r.time, false, n.mem, n.store.hs)
+	index := n.applied
+	term, err := n.store.Term(index)
+	if err != nil {
+		return fmt.Errorf("term of entry %d: %w", index, err)
+	}
+	meta := raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: n.confState()}
+	ck, err := r.w.finish(meta, r.time, false, n.mem, n.store.hs)
 	if err != nil {
 		return err
 	}
 	n.snap.run = nil
-	if err := n.store.CreateSnapshot(r.meta, n.snapshotData(ck)); err != nil {
+	if err := n.store.CreateSnapshot(meta, n.snapshotData(ck)); err != nil {
 		return err
 	}
 	keep := n.cfg.SnapshotCatchUp
@@ -630,63 +801,57 @@ func (n *Node) finishSnapshot() error {
 	} else if keep == ^uint64(0) {
 		keep = 0
 	}
-	if r.meta.Index > keep {
-		if err := n.store.Compact(r.meta.Index - keep); err != nil {
+	if index > keep {
+		if err := n.store.Compact(index - keep); err != nil {
 			return err
 		}
 	}
 	n.setCheckpoint(ck)
 	n.snap.taken++
+	n.snap.during += index - r.from
 	n.snap.lastTook = time.Since(r.start)
 	n.dropSegments()
-	n.lg.Info("cluster: snapshot written", "id", n.cfg.ID, "index", r.meta.Index, "jobs", n.eng.Jobs(), "bytes", ck.bytes, "took", n.snap.lastTook.Round(time.Millisecond).String())
-	return n.applyDeferred()
-}
-
-// applyDeferred applies the entries that committed while a snapshot was
-// written.
-func (n *Node) applyDeferred() error {
-	ents := n.snap.deferred
-	n.snap.deferred = nil
-	for i := range ents {
-		if err := n.apply(&ents[i]); err != nil {
-			return err
-		}
-	}
-	n.completePending()
+	n.lg.Info("cluster: snapshot written", "id", n.cfg.ID, "index", index, "began", r.from, "jobs", n.eng.Jobs(), "bytes", ck.bytes, "took", n.snap.lastTook.Round(time.Millisecond).String())
 	return nil
 }
 
-// deferApply keeps a committed entry aside while a snapshot is written;
-// it answers false when the entry is to be applied now.
-func (n *Node) deferApply(e *raftpb.Entry) bool {
+// abortSnapshot drops a snapshot being written: its items stay in the log
+// without a commit frame, which replay ignores.
+func (n *Node) abortSnapshot(why string) {
 	if n.snap.run == nil {
-		return false
+		return
 	}
-	n.snap.deferred = append(n.snap.deferred, *e)
-	return true
+	n.lg.Info("cluster: snapshot abandoned", "id", n.cfg.ID, "began", n.snap.run.from, "why", why)
+	n.snap.run = nil
+	n.snap.aborted++
 }
 
-// abortSnapshot drops a snapshot being written (a leader's snapshot
-// replaces the state): its items stay in the log without a commit frame,
-// which replay ignores. The deferred entries are all covered by the
-// received snapshot.
-func (n *Node) abortSnapshot() {
+// snapLeadershipLost: a leader's walk may have seen entries that will
+// never commit (the engine is rebuilt without them), so its snapshot goes.
+func (n *Node) snapLeadershipLost() {
 	if n.snap.run != nil {
-		n.lg.Info("cluster: snapshot abandoned for the leader's", "id", n.cfg.ID, "index", n.snap.run.meta.Index)
+		n.snap.lostLead++
+		n.abortSnapshot("leadership lost")
 	}
-	n.snap.run, n.snap.deferred = nil, nil
 }
 
-// takeSnapshot writes a whole snapshot at once (tests and measurements).
+// takeSnapshot writes a whole snapshot at once (tests and measurements):
+// the engine must hold only committed entries.
 func (n *Node) takeSnapshot() error {
-	if err := n.beginSnapshot(); err != nil {
-		return err
+	if n.ahead > n.applied {
+		return fmt.Errorf("the engine holds uncommitted entries up to %d (applied %d)", n.ahead, n.applied)
 	}
+	n.beginSnapshot()
 	for n.snap.run != nil {
+		r := n.snap.run
 		if err := n.stepSnapshot(); err != nil {
 			n.snap.run = nil
 			return err
+		}
+		if n.snap.run != nil && r.walked && n.applied < r.end {
+			if err := n.Process(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -718,6 +883,7 @@ func (n *Node) dropSegments() {
 		}
 		if live[s.Number] > 0 {
 			n.lg.Warn("cluster: a live job still points before the snapshot; keeping the segment", "id", n.cfg.ID, "segment", s.Number)
+			n.snap.keptLive++
 			upto = s.Number
 			break
 		}
@@ -757,7 +923,7 @@ func (n *Node) snapshotData(ck *checkpoint) func() ([]byte, error) {
 		data = append(data, mb...)
 		data = le.AppendUint32(data, uint32(len(ck.items)))
 		for _, pos := range ck.items {
-			body, err := n.readItem(pos, ck.meta.Index)
+			body, err := n.readItem(pos, ck.itemIndex)
 			if err != nil {
 				n.lg.Error("cluster: cannot read the snapshot to send it", "id", n.cfg.ID, "err", err)
 				return nil, err
@@ -848,7 +1014,7 @@ func (n *Node) SnapshotItems(index uint64, fn func(item []byte) error) error {
 		if cur := n.sendable.Load(); cur != ck {
 			return fmt.Errorf("the snapshot at entry %d was replaced by the one at entry %d after %d of its %d items", index, cur.meta.Index, i, len(ck.items))
 		}
-		body, err := n.readItem(pos, index)
+		body, err := n.readItem(pos, ck.itemIndex)
 		if err != nil {
 			return err
 		}
@@ -865,14 +1031,15 @@ func (n *Node) setCheckpoint(ck *checkpoint) {
 	n.sendable.Store(ck)
 }
 
-// readItem reads the engine entry of the snapshot item at pos.
+// readItem reads the engine entry of the snapshot item at pos, whose
+// header carries index (checkpoint.itemIndex).
 func (n *Node) readItem(pos wal.Position, index uint64) ([]byte, error) {
 	body, err := n.log.ReadFrame(pos)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot item at %s: %w", pos, err)
 	}
 	if len(body) < snapItemHeader || body[0] != snapItemKind || binary.LittleEndian.Uint64(body[9:]) != index {
-		return nil, fmt.Errorf("%w: the frame at %s is not an item of the snapshot at entry %d", wal.ErrCorrupt, pos, index)
+		return nil, fmt.Errorf("%w: the frame at %s is not an item of the snapshot begun at entry %d", wal.ErrCorrupt, pos, index)
 	}
 	return body[snapItemHeader:], nil
 }
@@ -1086,10 +1253,10 @@ func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error 
 				"its id belonged to an earlier member; replace a member that lost its data under a new id (docs/cluster.md)", n.cfg.ID)
 		}
 	}
-	n.abortSnapshot()
+	n.abortSnapshot("the leader's snapshot replaces the state")
 	n.newEngine()
 	eng := n.eng
-	w := n.newSnapWriter(snap.Metadata.Index, func(ent *engine.Entry) error {
+	w := n.newSnapWriter(snap.Metadata.Index, func(ent *engine.Entry, _ [][2]engine.BlobRef) error {
 		eng.Apply(ent)
 		return nil
 	})
@@ -1097,7 +1264,7 @@ func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error 
 		if _, err := engine.DecodeEntry(item, 0, 0); err != nil {
 			return fmt.Errorf("snapshot item: %w", err)
 		}
-		return w.add(item)
+		return w.add(item, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("install snapshot at entry %d: %w", snap.Metadata.Index, err)
@@ -1137,7 +1304,7 @@ func (n *Node) installSnapshot(snap raftpb.Snapshot, hs raftpb.HardState) error 
 // loadCheckpoint rebuilds a fresh engine from a snapshot in the log.
 func (n *Node) loadCheckpoint(ck *checkpoint) error {
 	for _, pos := range ck.items {
-		body, err := n.readItem(pos, ck.meta.Index)
+		body, err := n.readItem(pos, ck.itemIndex)
 		if err != nil {
 			return err
 		}
@@ -1221,8 +1388,12 @@ func (r *replayState) add(pos wal.Position, body []byte) error {
 		return fmt.Errorf("record at %s: %w: snapshot commit's %v", pos, wal.ErrCorrupt, err)
 	}
 	ck.mem = mem
-	if ck.meta.Index != r.building || r.skipping || uint32(len(r.items)) != count || r.bytes != size {
-		if (ck.meta.Index == r.building && r.skipping && r.partial) || (ck.meta.Index != r.building && pos.Segment == r.firstSeg) {
+	// The items' index is where the snapshot's walk began: the commit's
+	// index is that one or a later one (a fuzzy snapshot, see the top of
+	// this file; before it, always that one).
+	same := r.building != 0 && r.building <= ck.meta.Index
+	if !same || r.skipping || uint32(len(r.items)) != count || r.bytes != size {
+		if (same && r.skipping && r.partial) || (!same && pos.Segment == r.firstSeg) {
 			// An older snapshot whose first items were in segments a newer
 			// one let go: ignore it (if no newer one follows, the raft
 			// entries do not continue any snapshot and LoadStorageAt
@@ -1233,7 +1404,7 @@ func (r *replayState) add(pos wal.Position, body []byte) error {
 		return fmt.Errorf("record at %s: %w: snapshot commit for entry %d with %d items of %d bytes follows %d items of %d bytes of the snapshot at entry %d",
 			pos, wal.ErrCorrupt, ck.meta.Index, count, size, len(r.items), r.bytes, r.building)
 	}
-	ck.items, ck.bytes = append([]wal.Position(nil), r.items...), size
+	ck.items, ck.bytes, ck.itemIndex = append([]wal.Position(nil), r.items...), size, r.building
 	r.items, r.building, r.bytes, r.skipping, r.partial = r.items[:0], 0, 0, false, false
 	r.ckpt = ck
 	if ck.installed {

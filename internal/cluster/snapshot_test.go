@@ -190,9 +190,9 @@ func TestRestartIgnoresSnapshotWithoutCommit(t *testing.T) {
 	before := s.n.SnapshotStats().Index
 	want := s.hash()
 	// Items of a snapshot at a later index, without their commit frame.
-	w := s.n.newSnapWriter(before+1000, func(*engine.Entry) error { return nil })
+	w := s.n.newSnapWriter(before+1000, func(*engine.Entry, [][2]engine.BlobRef) error { return nil })
 	ent := engine.Entry{Time: 1}
-	if err := w.add(ent.Encode(nil)); err != nil {
+	if err := w.add(ent.Encode(nil), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.flush(); err != nil {
