@@ -55,7 +55,7 @@ func TestListReadyPagesAsTheScan(t *testing.T) {
 			t.Fatalf("seed %d: only %d ready jobs: the test does not exercise paging", seed, len(want))
 		}
 		for _, limit := range []int{1, 3, 7, 50, 1000} {
-			got := pageAll(limit, func(after *listKey) []listItem { return f.e.listReady(q, &filt, mask, after, limit) })
+			got := pageAll(limit, func(after *listKey) []listItem { return f.e.listReady(q, &filt, mask, after, limit, &walk{}) })
 			if !slices.Equal(got, want) {
 				t.Fatalf("seed %d, pages of %d: the heap walk listed %d jobs, the scan %d, or in another order", seed, limit, len(got), len(want))
 			}

@@ -25,6 +25,7 @@ type chain struct {
 func (c *chain) live() []uint32 { return c.slots[c.h:] }
 
 func (e *Engine) setState(q *queue, j *job, s State) {
+	e.noteState(q, j, s)
 	if j.state != StateNone {
 		*q.countOf(j.state)--
 	}

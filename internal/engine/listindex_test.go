@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+)
+
+// checkListIndexes holds each queue's listing indexes (listindex.go) to a
+// count of its jobs: the blocks' per-state counts, no empty block, and each
+// id index exactly the queue's jobs of its state, in id order.
+func (e *Engine) checkListIndexes() error {
+	type bk struct {
+		q   uint32
+		idx uint64
+	}
+	want := map[bk][StateCompleted]uint32{}
+	inState := map[uint32]*[len(idIndexed)][]uint32{}
+	e.forEachJob(func(slot uint32, j *job) {
+		k := bk{e.jq(j), j.seqNo() >> seqPageBits}
+		n := want[k]
+		n[j.state-1]++
+		want[k] = n
+		if i := idIndexOf(j.state); i >= 0 {
+			if inState[e.jq(j)] == nil {
+				inState[e.jq(j)] = new([len(idIndexed)][]uint32)
+			}
+			inState[e.jq(j)][i] = append(inState[e.jq(j)][i], slot)
+		}
+	})
+	for _, q := range e.queues {
+		if q == nil {
+			continue
+		}
+		var err error
+		if q.lists.blocks != nil {
+			q.lists.blocks.Ascend(func(b *seqBlock) bool {
+				k := bk{q.idx, b.idx}
+				var total uint32
+				for _, c := range b.n {
+					total += c
+				}
+				if b.n != want[k] || total != b.total || total == 0 {
+					err = fmt.Errorf("queue %s block %d counts %v (total %d), jobs %v", q.name, b.idx, b.n, b.total, want[k])
+					return false
+				}
+				delete(want, k)
+				return true
+			})
+		}
+		if err != nil {
+			return err
+		}
+		for _, h := range q.lists.hot {
+			if h != nil && h.total == 0 {
+				return fmt.Errorf("queue %s: an empty block is cached", q.name)
+			}
+		}
+		for i, s := range idIndexed {
+			var got []uint32
+			if t := q.lists.byID[i]; t != nil {
+				prev := ""
+				t.Ascend(func(it idItem) bool {
+					id := e.jobID(it.slot)
+					if it != e.idItemOf(it.slot) || len(got) > 0 && prev >= id {
+						err = fmt.Errorf("queue %s %s index: %s after %s, or a stale item", q.name, s, id, prev)
+						return false
+					}
+					prev = id
+					got = append(got, it.slot)
+					return true
+				})
+			}
+			if err != nil {
+				return err
+			}
+			var exp []uint32
+			if inState[q.idx] != nil {
+				exp = inState[q.idx][i]
+			}
+			slices.Sort(got)
+			slices.Sort(exp)
+			if !slices.Equal(got, exp) {
+				return fmt.Errorf("queue %s %s index holds %d jobs, the queue %d", q.name, s, len(got), len(exp))
+			}
+		}
+	}
+	for k, n := range want {
+		return fmt.Errorf("queue %d: block %d of jobs %v missing", k.q, k.idx, n)
+	}
+	return nil
+}
