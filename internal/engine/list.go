@@ -70,6 +70,20 @@ func parseCursor(c string, ord listOrder) (listKey, error) {
 	return listKey{prio: uint32(prio), at: at, seq: seq, id: parts[4]}, nil
 }
 
+// listOrderOf is the order of a listing of the given states.
+func listOrderOf(states []State) listOrder {
+	if len(states) != 1 {
+		return listBySeq
+	}
+	switch states[0] {
+	case StateReady:
+		return listByServing
+	case StateDelayed:
+		return listByActivation
+	}
+	return listByID
+}
+
 // List pages through a queue's jobs matching a filter.
 func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult, error) {
 	e.Advance(now)
@@ -88,17 +102,7 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 	if err != nil {
 		return ListResult{}, err
 	}
-	ord := listBySeq
-	if len(f.States) == 1 {
-		switch f.States[0] {
-		case StateReady:
-			ord = listByServing
-		case StateDelayed:
-			ord = listByActivation
-		default:
-			ord = listByID
-		}
-	}
+	ord := listOrderOf(f.States)
 	var after *listKey
 	if req.Cursor != "" {
 		k, err := parseCursor(req.Cursor, ord)
@@ -108,20 +112,27 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 		after = &k
 	}
 	mask := stateMask(f.States, allStates)
-	// A tag filter has a candidate set, the smallest of its tags' sets
-	// (the tag index): the listing's own walk runs within a budget of that
-	// size, and when the tagged jobs are too rare in it to fill the page
-	// in time the candidates are scanned and sorted instead. Either way a
-	// page costs at most about twice the smaller of the two.
+	return e.listResult(q, e.listPage(q, &f, mask, after, limit, ord), limit, ord), nil
+}
+
+// listPage answers the first limit+1 jobs of q matching f after the
+// cursor, in the listing's order.
+//
+// A tag filter has a candidate set, the smallest of its tags' sets (the
+// tag index): the listing's own walk runs within a budget of that size,
+// and when the tagged jobs are too rare in it to fill the page in time the
+// candidates are scanned and sorted instead. Either way a page costs at
+// most about twice the smaller of the two.
+func (e *Engine) listPage(q *queue, f *Filter, mask uint8, after *listKey, limit int, ord listOrder) []listItem {
 	budget := 0
 	if len(f.Tags) > 0 {
-		budget = e.tagSetLen(&f) + limit + 1
+		budget = e.tagSetLen(f) + limit + 1
 	}
-	if items, ok := e.listWalk(q, &f, mask, after, limit, ord, budget); ok {
-		return e.listResult(q, items, limit, ord), nil
+	if items, ok := e.listWalk(q, f, mask, after, limit, ord, budget); ok {
+		return items
 	}
-	items := e.listScan(q, &f, mask, after, ord)
-	return e.listResult(q, items[:min(len(items), limit+1)], limit, ord), nil
+	items := e.listScan(q, f, mask, after, ord)
+	return items[:min(len(items), limit+1)]
 }
 
 // listWalk answers the first limit+1 jobs of q matching f after the
