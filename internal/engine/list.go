@@ -203,8 +203,11 @@ func (e *Engine) listKeyOf(slot uint32, ord listOrder) listKey {
 // (cost: the tag set), and is what tests compare every walk with.
 func (e *Engine) listScan(q *queue, f *Filter, mask uint8, after *listKey, ord listOrder) []listItem {
 	var items []listItem
-	e.candidates(f, func(qi uint32) bool { return qi == q.idx }, func(slot uint32) {
-		e.visited++
+	inQueue := func(qi uint32) bool {
+		e.visited++ // every candidate read, the queue's or not
+		return qi == q.idx
+	}
+	e.candidates(f, inQueue, func(slot uint32) {
 		if !e.matches(slot, f, mask) {
 			return
 		}
