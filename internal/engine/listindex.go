@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 
 	"github.com/google/btree"
@@ -162,13 +163,32 @@ func idPrefix[T string | []byte](s T) (k0, k1 uint64) {
 	return k0, k1
 }
 
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// ulidPrefix is idPrefix of a ULID's text, read from its bits (the text's
+// first character holds the top 3 bits, each next one 5 more) rather than
+// by encoding all 26 characters: a take and an ack each compute one.
+func ulidPrefix(u *[16]byte) (k0, k1 uint64) {
+	hi, lo := binary.BigEndian.Uint64(u[0:8]), binary.BigEndian.Uint64(u[8:16])
+	k0 = uint64(crockford[hi>>61])
+	hi, lo = hi<<3|lo>>61, lo<<3
+	for i := 1; i < 16; i++ {
+		c := uint64(crockford[hi>>59])
+		hi, lo = hi<<5|lo>>59, lo<<5
+		if i < 8 {
+			k0 = k0<<8 | c
+		} else {
+			k1 = k1<<8 | c
+		}
+	}
+	return k0, k1
+}
+
 func (e *Engine) idItemOf(slot uint32) idItem {
 	j := e.jobs.get(slot)
 	var it idItem
 	if j.flags&fULID != 0 {
-		var buf [ulid.EncodedSize]byte
-		_ = ulid.ULID(j.id).MarshalTextTo(buf[:])
-		it.k0, it.k1 = idPrefix(buf[:])
+		it.k0, it.k1 = ulidPrefix(&j.id)
 	} else {
 		it.k0, it.k1 = idPrefix(e.exts.clientID(slot))
 	}

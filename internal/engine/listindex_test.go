@@ -2,7 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"testing"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // checkListIndexes holds each queue's listing indexes (listindex.go) to a
@@ -88,4 +92,23 @@ func (e *Engine) checkListIndexes() error {
 		return fmt.Errorf("queue %d: block %d of jobs %v missing", k.q, k.idx, n)
 	}
 	return nil
+}
+
+// ulidPrefix reads the first 16 characters of a ULID's text from its bits.
+func TestULIDPrefixIsTheTextPrefix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 10000; i++ {
+		var u ulid.ULID
+		for k := range u {
+			u[k] = byte(rng.IntN(256))
+		}
+		if i%3 == 0 {
+			u[0] &= 7 // a valid timestamp: the text's first character ≤ 7
+		}
+		k0, k1 := ulidPrefix((*[16]byte)(&u))
+		w0, w1 := idPrefix(u.String())
+		if k0 != w0 || k1 != w1 {
+			t.Fatalf("%s: prefix %x %x, its text's %x %x", u, k0, k1, w0, w1)
+		}
+	}
 }
