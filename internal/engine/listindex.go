@@ -139,17 +139,20 @@ func (e *Engine) noteState(q *queue, j *job, s State) {
 	}
 }
 
-// idItem is a job in an id index: the first 16 bytes of its id (zero
-// padded, big-endian) decide most comparisons without reading the job;
-// equal prefixes compare the whole ids. slot noSlot is the pivot of a
+// idItem is a job in an id index (16 bytes): the first 12 bytes of its id
+// (zero padded, big-endian) decide most comparisons without reading the
+// job; equal prefixes compare the whole ids. slot noSlot is the pivot of a
 // cursor (Engine.idPivot), placed before a job with the same id.
 type idItem struct {
-	k0, k1 uint64
-	slot   uint32
+	k0   uint64
+	k1   uint32
+	slot uint32
 }
 
-func idPrefix[T string | []byte](s T) (k0, k1 uint64) {
-	for i := 0; i < 16; i++ {
+const idPrefixLen = 12
+
+func idPrefix[T string | []byte](s T) (k0 uint64, k1 uint32) {
+	for i := 0; i < idPrefixLen; i++ {
 		var c byte
 		if i < len(s) {
 			c = s[i]
@@ -157,7 +160,7 @@ func idPrefix[T string | []byte](s T) (k0, k1 uint64) {
 		if i < 8 {
 			k0 = k0<<8 | uint64(c)
 		} else {
-			k1 = k1<<8 | uint64(c)
+			k1 = k1<<8 | uint32(c)
 		}
 	}
 	return k0, k1
@@ -168,17 +171,17 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 // ulidPrefix is idPrefix of a ULID's text, read from its bits (the text's
 // first character holds the top 3 bits, each next one 5 more) rather than
 // by encoding all 26 characters: a take and an ack each compute one.
-func ulidPrefix(u *[16]byte) (k0, k1 uint64) {
+func ulidPrefix(u *[16]byte) (k0 uint64, k1 uint32) {
 	hi, lo := binary.BigEndian.Uint64(u[0:8]), binary.BigEndian.Uint64(u[8:16])
 	k0 = uint64(crockford[hi>>61])
 	hi, lo = hi<<3|lo>>61, lo<<3
-	for i := 1; i < 16; i++ {
-		c := uint64(crockford[hi>>59])
+	for i := 1; i < idPrefixLen; i++ {
+		c := crockford[hi>>59]
 		hi, lo = hi<<5|lo>>59, lo<<5
 		if i < 8 {
-			k0 = k0<<8 | c
+			k0 = k0<<8 | uint64(c)
 		} else {
-			k1 = k1<<8 | c
+			k1 = k1<<8 | uint32(c)
 		}
 	}
 	return k0, k1

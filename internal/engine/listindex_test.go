@@ -94,7 +94,7 @@ func (e *Engine) checkListIndexes() error {
 	return nil
 }
 
-// ulidPrefix reads the first 16 characters of a ULID's text from its bits.
+// ulidPrefix reads the first 12 characters of a ULID's text from its bits.
 func TestULIDPrefixIsTheTextPrefix(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 10000; i++ {
