@@ -118,21 +118,89 @@ func (e *Engine) List(now time.Time, ns, qn string, req ListRequest) (ListResult
 // listPage answers the first limit+1 jobs of q matching f after the
 // cursor, in the listing's order.
 //
-// A tag filter has a candidate set, the smallest of its tags' sets (the
-// tag index): the listing's own walk runs within a budget of that size,
-// and when the tagged jobs are too rare in it to fill the page in time the
-// candidates are scanned and sorted instead. Either way a page costs at
+// A filter may name a candidate set smaller than what the walk of the
+// listing's order would read: the smallest of its tags' sets (the tag
+// index), or for a key its chain (the key's pending and reserved jobs,
+// place.go) with the queue's dead and completed jobs if those states are
+// listed. The walk then runs within a budget of that set's size plus a
+// page, and when the matching jobs are too rare in it to fill the page in
+// time the set is read and sorted instead. Either way a page costs at
 // most about twice the smaller of the two.
 func (e *Engine) listPage(q *queue, f *Filter, mask uint8, after *listKey, limit int, ord listOrder) []listItem {
-	budget := 0
+	cands, byKey := -1, false
 	if len(f.Tags) > 0 {
-		budget = e.tagSetLen(f) + limit + 1
+		cands = e.tagSetLen(f)
 	}
-	if items, ok := e.listWalk(q, f, mask, after, limit, ord, budget); ok {
+	if f.HasKey {
+		n := 0
+		if c := e.keyChain(q, f.Key); c != nil {
+			n = len(c.live())
+		}
+		if mask&(1<<StateDead) != 0 {
+			n += int(q.counts.Dead)
+		}
+		if mask&(1<<StateCompleted) != 0 {
+			n += int(q.counts.Completed)
+		}
+		if cands < 0 || n < cands {
+			cands, byKey = n, true
+		}
+	}
+	if cands < 0 {
+		items, _ := e.listWalk(q, f, mask, after, limit, ord, 0)
 		return items
 	}
-	items := e.listScan(q, f, mask, after, ord)
+	if items, ok := e.listWalk(q, f, mask, after, limit, ord, cands+limit+1); ok {
+		return items
+	}
+	var items []listItem
+	if byKey {
+		items = e.listKeyed(q, f, mask, after, ord)
+	} else {
+		items = e.listScan(q, f, mask, after, ord)
+	}
 	return items[:min(len(items), limit+1)]
+}
+
+// keyChain is the chain of q's jobs with key k, if any.
+func (e *Engine) keyChain(q *queue, k string) *chain {
+	id, ok := e.keys.ids[k]
+	if !ok {
+		return nil
+	}
+	return q.chains[id]
+}
+
+// listKeyed is listScan over the candidates of a key filter: the key's
+// chain, and the queue's dead and completed jobs if listed.
+func (e *Engine) listKeyed(q *queue, f *Filter, mask uint8, after *listKey, ord listOrder) []listItem {
+	var items []listItem
+	visit := func(slot uint32) {
+		e.visited++
+		if !e.matches(slot, f, mask) {
+			return
+		}
+		k := e.listKeyOf(slot, ord)
+		if after != nil && !after.less(k, ord) {
+			return
+		}
+		items = append(items, listItem{k, slot})
+	}
+	if c := e.keyChain(q, f.Key); c != nil {
+		for _, slot := range c.live() {
+			visit(slot)
+		}
+	}
+	for _, s := range []State{StateDead, StateCompleted} {
+		if t := q.lists.byID[idIndexOf(s)]; t != nil && mask&(1<<s) != 0 {
+			t.Ascend(func(it idItem) bool {
+				visit(it.slot)
+				return true
+			})
+		}
+	}
+	sortItems(items, ord)
+	return items
 }
 
 // listWalk answers the first limit+1 jobs of q matching f after the
