@@ -131,7 +131,8 @@ func (e *Engine) listPage(q *queue, f *Filter, mask uint8, after *listKey, limit
 	if len(f.Tags) > 0 {
 		cands = e.tagSetLen(f)
 	}
-	if f.HasKey {
+	// (an empty key selects the jobs without one: no chain holds those)
+	if f.HasKey && f.Key != "" {
 		n := 0
 		if c := e.keyChain(q, f.Key); c != nil {
 			n = len(c.live())

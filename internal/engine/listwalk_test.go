@@ -151,6 +151,7 @@ var listFilters = []Filter{
 	{States: []State{StateReady}, Key: "k2", HasKey: true},
 	{States: []State{StateReserved, StateDelayed}, Key: "k5", HasKey: true},
 	{States: []State{StateDead}, Key: "k4", HasKey: true},
+	{States: []State{StateReady}, Key: "", HasKey: true}, // jobs without a key
 	{Key: "k6", HasKey: true, Tags: map[string]string{"t": "a"}},
 	{Tags: map[string]string{"t": "a"}},
 	{Tags: map[string]string{"t": "a", "u": "x"}},
