@@ -92,9 +92,10 @@ func (l *queueLists) block(idx uint64) *seqBlock {
 	return b
 }
 
-// noteState keeps the listing indexes as a job of q goes from its current
-// state to s (setState).
-func (e *Engine) noteState(q *queue, j *job, s State) {
+// noteState keeps the listing indexes as the job j of q goes from its
+// current state to s (setState); slot is j's slot, or noSlot if the caller
+// does not have it.
+func (e *Engine) noteState(q *queue, slot uint32, j *job, s State) {
 	old := j.state
 	if old == s {
 		return
@@ -121,10 +122,11 @@ func (e *Engine) noteState(q *queue, j *job, s State) {
 	if oi < 0 && ni < 0 {
 		return
 	}
-	// setState has the record, the index needs its slot: every job with a
-	// state is in the sequence index (placed after seqs.insert, unplaced
-	// before seqs.remove).
-	slot := e.seqLookup(j.seqNo())
+	if slot == noSlot {
+		// every job with a state is in the sequence index (placed after
+		// seqs.insert, unplaced before seqs.remove)
+		slot = e.seqLookup(j.seqNo())
+	}
 	it := e.idItemOf(slot)
 	if oi >= 0 {
 		l.byID[oi].Delete(it)
@@ -172,17 +174,14 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 // first character holds the top 3 bits, each next one 5 more) rather than
 // by encoding all 26 characters: a take and an ack each compute one.
 func ulidPrefix(u *[16]byte) (k0 uint64, k1 uint32) {
-	hi, lo := binary.BigEndian.Uint64(u[0:8]), binary.BigEndian.Uint64(u[8:16])
+	// 12 characters are the top 3 + 11 × 5 = 58 bits: all in the first 8 bytes
+	hi := binary.BigEndian.Uint64(u[0:8])
 	k0 = uint64(crockford[hi>>61])
-	hi, lo = hi<<3|lo>>61, lo<<3
-	for i := 1; i < idPrefixLen; i++ {
-		c := crockford[hi>>59]
-		hi, lo = hi<<5|lo>>59, lo<<5
-		if i < 8 {
-			k0 = k0<<8 | uint64(c)
-		} else {
-			k1 = k1<<8 | uint32(c)
-		}
+	for sh := 56; sh >= 26; sh -= 5 {
+		k0 = k0<<8 | uint64(crockford[hi>>sh&31])
+	}
+	for sh := 21; sh >= 6; sh -= 5 {
+		k1 = k1<<8 | uint32(crockford[hi>>sh&31])
 	}
 	return k0, k1
 }

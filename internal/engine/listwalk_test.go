@@ -341,3 +341,55 @@ func TestListFirstPageReadsAboutAPage(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkListPage lists the first page of 100 of a queue of
+// CHRONOQ_BENCH_JOBS jobs (default 1 M; a tenth reserved, some with a
+// tag) through its index and through the scan it replaced.
+func BenchmarkListPage(b *testing.B) {
+	n := 1_000_000
+	if v := benchJobs(); v > 0 {
+		n = v
+	}
+	e := New(Options{Sink: &encodeSink{}, Seed: 1})
+	now := t0
+	for k := 0; k < n; k++ {
+		req := PutRequest{Payload: benchPayload}
+		if k%1000 == 0 {
+			req.Tags = map[string]string{"rare": "yes"}
+			now = now.Add(time.Millisecond)
+		}
+		if _, err := e.Put(now, "default", "q", req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for taken := 0; taken < n/10; taken += 1000 {
+		if _, err := e.Take(now, "default", TakeRequest{Queues: []string{"q"}, Max: 1000, TTR: dur(time.Hour)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	q, _ := e.findQueue("default", "q")
+	for _, c := range []struct {
+		name string
+		f    Filter
+	}{
+		{"mixed", Filter{}},
+		{"reserved", Filter{States: []State{StateReserved}}},
+		{"tag", Filter{Tags: map[string]string{"rare": "yes"}}},
+	} {
+		mask, ord := stateMask(c.f.States, allStates), listOrderOf(c.f.States)
+		b.Run(c.name+"/index", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if len(e.listPage(q, &c.f, mask, nil, 100, ord)) == 0 {
+					b.Fatal("empty page")
+				}
+			}
+		})
+		b.Run(c.name+"/scan", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if len(e.listScan(q, &c.f, mask, nil, ord)) == 0 {
+					b.Fatal("empty page")
+				}
+			}
+		})
+	}
+}
