@@ -26,9 +26,10 @@ import (
 //     any large queue, are never in one; their listings walk the heaps
 //     they already live in.
 type queueLists struct {
-	blocks *btree.BTreeG[*seqBlock]
+	blocks *btree.BTreeG[*seqBlock] // in order, for the walks
+	byIdx  map[uint64]*seqBlock     // the same, for updates
 	// the blocks used last: puts fill the newest block while takes and
-	// acks empty the oldest, so nearly every update hits one of these
+	// acks empty the oldest, so most updates hit one of these
 	hot   [2]*seqBlock
 	probe seqBlock
 	byID  [len(idIndexed)]*btree.BTreeG[idItem]
@@ -78,14 +79,14 @@ func (l *queueLists) block(idx uint64) *seqBlock {
 	}
 	b := l.hot[1]
 	if b == nil || b.idx != idx {
-		if l.blocks == nil {
-			l.blocks = btree.NewG(16, lessBlock)
-		}
-		l.probe.idx = idx
-		var ok bool
-		if b, ok = l.blocks.Get(&l.probe); !ok {
+		if b = l.byIdx[idx]; b == nil {
+			if l.blocks == nil {
+				l.blocks = btree.NewG(16, lessBlock)
+				l.byIdx = make(map[uint64]*seqBlock)
+			}
 			b = &seqBlock{idx: idx}
 			l.blocks.ReplaceOrInsert(b)
+			l.byIdx[idx] = b
 		}
 	}
 	l.hot[0], l.hot[1] = b, l.hot[0]
@@ -112,6 +113,7 @@ func (e *Engine) noteState(q *queue, slot uint32, j *job, s State) {
 	}
 	if b.total == 0 {
 		l.blocks.Delete(b)
+		delete(l.byIdx, b.idx)
 		for i := range l.hot {
 			if l.hot[i] == b {
 				l.hot[i] = nil

@@ -48,11 +48,18 @@ func (e *Engine) checkListIndexes() error {
 					return false
 				}
 				delete(want, k)
+				if q.lists.byIdx[b.idx] != b {
+					err = fmt.Errorf("queue %s block %d not in the map", q.name, b.idx)
+					return false
+				}
 				return true
 			})
 		}
 		if err != nil {
 			return err
+		}
+		if q.lists.blocks != nil && len(q.lists.byIdx) != q.lists.blocks.Len() {
+			return fmt.Errorf("queue %s: %d blocks in the map, %d in the tree", q.name, len(q.lists.byIdx), q.lists.blocks.Len())
 		}
 		for _, h := range q.lists.hot {
 			if h != nil && h.total == 0 {
