@@ -75,6 +75,7 @@ type queue struct {
 	dead        slotHeap // bySeq
 	chains      map[uint32]*chain
 	stats       QueueStats
+	lists       queueLists // listing indexes (listindex.go)
 }
 
 type token struct {
@@ -142,6 +143,9 @@ type Engine struct {
 	// visited counts the jobs read by queue stats and listings, so tests
 	// can hold them to O(priorities) and O(page) at any queue size.
 	visited uint64
+	// idPivot is the id of a listing's cursor while it seeks in an id
+	// index (listindex.go)
+	idPivot string
 	far     farState // far.go
 }
 

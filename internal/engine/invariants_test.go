@@ -208,5 +208,5 @@ func (e *Engine) checkInvariants() error {
 	if withExt != e.exts.len() || live != e.exts.live {
 		return fmt.Errorf("ext arena holds %d entries (%d live bytes), jobs have %d (%d bytes)", e.exts.len(), e.exts.live, withExt, live)
 	}
-	return nil
+	return e.checkListIndexes()
 }

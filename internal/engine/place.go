@@ -24,7 +24,12 @@ type chain struct {
 
 func (c *chain) live() []uint32 { return c.slots[c.h:] }
 
-func (e *Engine) setState(q *queue, j *job, s State) {
+func (e *Engine) setState(q *queue, j *job, s State) { e.setStateOf(q, noSlot, j, s) }
+
+// setStateOf is setState for a caller that has the job's slot at hand,
+// which spares the listing indexes a lookup (listindex.go).
+func (e *Engine) setStateOf(q *queue, slot uint32, j *job, s State) {
+	e.noteState(q, slot, j, s)
 	if j.state != StateNone {
 		*q.countOf(j.state)--
 	}
@@ -97,7 +102,7 @@ func (e *Engine) unplace(q *queue, slot uint32) {
 	case StateCompleted:
 		e.tremove(&e.completed, slot)
 	}
-	e.setState(q, j, StateNone)
+	e.setStateOf(q, slot, j, StateNone)
 }
 
 // placePending puts a pending job where its activation time says; the
@@ -134,7 +139,7 @@ func (e *Engine) placeReserved(q *queue, slot uint32, r resvInfo) {
 	j := e.jobs.get(slot)
 	e.setAttempt(slot, 0) // r carries it while the job is reserved
 	e.resv[slot] = r
-	e.setState(q, j, StateReserved)
+	e.setStateOf(q, slot, j, StateReserved)
 	e.tpush(&e.reserved, r.until, slot)
 	if j.key != 0 {
 		e.chainOf(q, j.key, true).reserved++

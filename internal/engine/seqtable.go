@@ -151,7 +151,12 @@ func (e *Engine) seqLookup(seq uint64) uint32 {
 	if p := x.page(seq >> seqPageBits); p != nil {
 		return p.slots[seq&(seqPageLen-1)]
 	}
-	t := &x.over
+	return e.seqOverLookup(seq)
+}
+
+// seqOverLookup finds seq in the overflow table (its page does not exist).
+func (e *Engine) seqOverLookup(seq uint64) uint32 {
+	t := &e.seqs.over
 	mask := uint64(len(t.slots) - 1)
 	for i := seqHash(seq) & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]
