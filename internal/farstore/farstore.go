@@ -116,8 +116,11 @@ func blockCRC(off int64, length, count uint32, payload []byte) uint32 {
 // descriptor may be released between writes (Release): a year of hourly
 // buckets must not hold thousands of descriptors; it is reopened on demand.
 type File struct {
-	f     *os.File // nil while released
-	path  string
+	f *os.File // nil while released
+	// the path is made when needed: kept, it would cost a string per
+	// bucket for as long as the bucket lives
+	dir   string
+	start int64
 	size  int64
 	dirty bool
 }
@@ -126,9 +129,9 @@ func (f *File) ensure() error {
 	if f.f != nil {
 		return nil
 	}
-	fd, err := os.OpenFile(f.path, os.O_WRONLY, 0o600)
+	fd, err := os.OpenFile(f.Path(), os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("farstore: reopen %s: %w", f.path, err)
+		return fmt.Errorf("farstore: reopen %s: %w", f.Path(), err)
 	}
 	f.f = fd
 	return nil
@@ -154,6 +157,11 @@ func Create(dir string, start int64) (*File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("farstore: %w", err)
 	}
+	// a side file left by an earlier bucket of this start describes other
+	// bytes; the directory sync below makes its removal durable too
+	if err := RemoveSide(dir, start); err != nil {
+		return nil, fmt.Errorf("farstore: %w", err)
+	}
 	path := filepath.Join(dir, Name(start))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -167,42 +175,33 @@ func Create(dir string, start int64) (*File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &File{f: f, path: path, size: HeaderSize, dirty: true}, nil
+	return &File{f: f, dir: dir, start: start, size: HeaderSize, dirty: true}, nil
 }
 
 // OpenAt opens an existing bucket for appending after its first size
 // bytes, cutting off whatever lies beyond (bytes no snapshot covers). The
-// caller has checked those bytes (Read).
+// caller has checked those bytes (Read) or trusts them (a side file). The
+// descriptor is opened by the first write: a restart with a year of
+// buckets opens none of them.
 func OpenAt(dir string, start, size int64) (*File, error) {
 	path := filepath.Join(dir, Name(start))
-	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
+	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("farstore: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("farstore: %w", err)
 	}
 	if st.Size() < size {
-		f.Close()
 		return nil, &DamageError{File: path, Offset: st.Size(), Reason: fmt.Sprintf("file ends at %d bytes, the snapshot covers %d", st.Size(), size)}
 	}
 	if st.Size() > size {
-		if err := f.Truncate(size); err != nil {
-			f.Close()
+		if err := os.Truncate(path, size); err != nil {
 			return nil, fmt.Errorf("farstore: cut %s back to %d bytes: %w", path, size, err)
 		}
 	}
-	if _, err := f.Seek(size, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("farstore: %w", err)
-	}
-	return &File{f: f, path: path, size: size, dirty: st.Size() > size}, nil
+	return &File{dir: dir, start: start, size: size, dirty: st.Size() > size}, nil
 }
 
 // Path is the file's path.
-func (f *File) Path() string { return f.path }
+func (f *File) Path() string { return filepath.Join(f.dir, Name(f.start)) }
 
 // Size is how many bytes have been written.
 func (f *File) Size() int64 { return f.size }
@@ -230,7 +229,7 @@ func (f *File) Append(items [][]byte) error {
 		return err
 	}
 	if _, err := f.f.WriteAt(b, f.size); err != nil {
-		return fmt.Errorf("farstore: write %s: %w", f.path, err)
+		return fmt.Errorf("farstore: write %s: %w", f.Path(), err)
 	}
 	f.size += int64(len(b))
 	f.dirty = true
@@ -246,7 +245,7 @@ func (f *File) Sync() error {
 		return err
 	}
 	if err := f.f.Sync(); err != nil {
-		return fmt.Errorf("farstore: sync %s: %w", f.path, err)
+		return fmt.Errorf("farstore: sync %s: %w", f.Path(), err)
 	}
 	f.dirty = false
 	return nil
@@ -344,8 +343,14 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 	return nil
 }
 
-// Remove deletes a bucket file (a missing one is not an error).
+// Remove deletes a bucket file and its side file (a missing one is not an
+// error). The side file goes first: a side file without its bucket would
+// be swept at the next start anyway, but never trusted for a new bucket
+// of the same start, whose recorded size it would not match.
 func Remove(dir string, start int64) error {
+	if err := RemoveSide(dir, start); err != nil {
+		return err
+	}
 	err := os.Remove(filepath.Join(dir, Name(start)))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

@@ -130,3 +130,65 @@ func TestFilterHasNoFalseNegatives(t *testing.T) {
 	}
 	t.Logf("%d false positives in 10000, %d bytes for 10000 keys", fp, f.Bytes())
 }
+
+func TestSideRoundTripAndDamage(t *testing.T) {
+	dir := t.TempDir()
+	s := &Side{Start: 3600000, Size: 1234, Seed: 99, Jobs: 300, Dead: 7, Queues: []QueueCount{{"default\x00q", 200}, {"default\x00r", 100}}}
+	for i := uint64(0); i < 300; i++ {
+		s.IDs.Add(Hash(s.Seed, fmt.Sprint("id", i)))
+		s.Seqs.Add(HashUint64(s.Seed, i))
+	}
+	if err := WriteSide(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSide(dir, 3600000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Size != 1234 || got.Seed != 99 || got.Jobs != 300 || got.Dead != 7 || fmt.Sprint(got.Queues) != fmt.Sprint(s.Queues) {
+		t.Fatalf("read back %+v", got)
+	}
+	for i := uint64(0); i < 300; i++ {
+		if !got.IDs.MayHave(Hash(99, fmt.Sprint("id", i))) || !got.Seqs.MayHave(HashUint64(99, i)) {
+			t.Fatalf("key %d lost", i)
+		}
+	}
+	if got.IDs.Bytes() != s.IDs.Bytes() {
+		t.Fatalf("filter of %d bytes read back as %d", s.IDs.Bytes(), got.IDs.Bytes())
+	}
+	path := filepath.Join(dir, SideName(3600000))
+	good, _ := os.ReadFile(path)
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"torn", good[:len(good)-3]},
+		{"bit flip", func() []byte { b := append([]byte(nil), good...); b[40] ^= 1; return b }()},
+		{"empty", nil},
+	} {
+		if err := os.WriteFile(path, c.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var de *DamageError
+		if _, err := ReadSide(dir, 3600000); !errors.As(err, &de) || de.File != path {
+			t.Fatalf("%s side file: %v", c.name, err)
+		}
+	}
+	// a side file read for another bucket is refused
+	if err := os.WriteFile(filepath.Join(dir, SideName(7200000)), good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSide(dir, 7200000); err == nil {
+		t.Fatal("side file of bucket 3600000 accepted for 7200000")
+	}
+	if _, err := ReadSide(dir, 1); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing side file: %v", err)
+	}
+	// Create drops a side file left by an earlier bucket of its start
+	if _, err := Create(dir, 7200000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSide(dir, 7200000); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("side file after Create: %v", err)
+	}
+}
