@@ -49,8 +49,11 @@ const (
 	farItemJob  = 'J' // an encoded engine.Entry: one KindJob image, payload inline
 	farItemTomb = 'T' // ns \x00 queue \x00 id: the job left the bucket
 
-	farManifestMagic   = 0xFA
-	farManifestVersion = 1
+	farManifestMagic = 0xFA
+	// version 2 names each bucket's generation (a rewritten bucket's
+	// file); version 1, written before rewrites existed, means
+	// generation 0
+	farManifestVersion = 2
 )
 
 // farOutPerTurn bounds the jobs one loop turn hands out (a variable so tests
@@ -83,6 +86,10 @@ type farBucket struct {
 	// readers read the tombstones from the file, so nothing else is kept.
 	gone map[string]struct{}
 	byQ  []farQ // jobs per queue, usually one entry
+	// old generations of the file (rewrite.go), kept while a kept
+	// snapshot may list them
+	old       []farOld
+	rewriting bool
 	// snapshots finished since the bucket was done: its file goes once
 	// no kept snapshot lists it
 	doneSnaps int
@@ -181,6 +188,10 @@ type farStore struct {
 	// fromSide counts the buckets the last recovery opened from their
 	// side files without reading them
 	fromSide int
+	// one bucket is rewritten at a time (far_rewrite.go)
+	rewriting bool
+	rewrites  int // rewrites switched to
+	rwWG      sync.WaitGroup
 }
 
 func farKey(ns, queue, id string) string { return ns + "\x00" + queue + "\x00" + id }
@@ -242,6 +253,7 @@ func (f *farStore) manifest() ([]byte, error) {
 	m = binary.AppendUvarint(m, uint64(len(starts)))
 	for _, s := range starts {
 		m = binary.AppendVarint(m, s)
+		m = binary.AppendUvarint(m, uint64(f.buckets[s].file.Gen()))
 		m = binary.AppendUvarint(m, uint64(f.buckets[s].file.Size()))
 	}
 	return m, nil
@@ -249,7 +261,7 @@ func (f *farStore) manifest() ([]byte, error) {
 
 // side copies what a bucket's side file holds.
 func (f *farStore) side(bk *farBucket) *farstore.Side {
-	s := &farstore.Side{Start: bk.start, Size: bk.file.Size(), Seed: f.seed, Jobs: int64(bk.jobs), Dead: int64(bk.dead),
+	s := &farstore.Side{Start: bk.start, Size: bk.file.Size(), Gen: bk.file.Gen(), Seed: f.seed, Jobs: int64(bk.jobs), Dead: int64(bk.dead),
 		IDs: bk.ids.Clone(), Seqs: bk.seqs.Clone(), Queues: make([]farstore.QueueCount, len(bk.byQ))}
 	for i, q := range bk.byQ {
 		s.Queues[i] = farstore.QueueCount{Key: q.key, Jobs: int64(q.n)}
@@ -285,12 +297,16 @@ func (f *farStore) writeSides(sides []*farstore.Side) {
 
 func isFarManifest(item []byte) bool { return len(item) > 0 && item[0] == farManifestMagic }
 
-type farListed struct{ start, size int64 }
+type farListed struct {
+	start, size int64
+	gen         uint32
+}
 
 func decodeFarManifest(item []byte) ([]farListed, error) {
-	if len(item) < 2 || item[0] != farManifestMagic || item[1] != farManifestVersion {
+	if len(item) < 2 || item[0] != farManifestMagic || item[1] < 1 || item[1] > farManifestVersion {
 		return nil, errors.New("far-future manifest: unknown version")
 	}
+	version := item[1]
 	p := item[2:]
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)) {
@@ -303,12 +319,21 @@ func decodeFarManifest(item []byte) ([]farListed, error) {
 		if k1 <= 0 {
 			return nil, errors.New("far-future manifest: bad bucket start")
 		}
-		sz, k2 := binary.Uvarint(p[k1:])
+		p = p[k1:]
+		var gen uint64
+		if version >= 2 {
+			var k int
+			if gen, k = binary.Uvarint(p); k <= 0 || gen > math.MaxUint32 {
+				return nil, errors.New("far-future manifest: bad bucket generation")
+			}
+			p = p[k:]
+		}
+		sz, k2 := binary.Uvarint(p)
 		if k2 <= 0 || sz < farstore.HeaderSize || sz > 1<<50 {
 			return nil, errors.New("far-future manifest: bad bucket size")
 		}
-		out = append(out, farListed{start: s, size: int64(sz)})
-		p = p[k1+k2:]
+		out = append(out, farListed{start: s, gen: uint32(gen), size: int64(sz)})
+		p = p[k2:]
 	}
 	if len(p) != 0 {
 		return nil, errors.New("far-future manifest: trailing bytes")
@@ -358,9 +383,11 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 			return fmt.Errorf("snapshot %s: %w", snapPath, err)
 		}
 	}
-	keep := map[int64]bool{}
+	keep := map[farstore.ID]bool{}
+	keepSide := map[int64]bool{}
 	for _, l := range listed {
-		keep[l.start] = true
+		keep[farstore.ID{Start: l.start, Gen: l.gen}] = true
+		keepSide[l.start] = true
 	}
 	files, err := farstore.List(f.dir)
 	if err != nil {
@@ -370,10 +397,19 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 	if err != nil {
 		return fmt.Errorf("far-future store: list %s: %w", f.dir, err)
 	}
-	for _, s := range append(files, sideFiles...) {
-		if !keep[s] {
-			if err := farstore.Remove(f.dir, s); err != nil {
+	// a generation the snapshot does not list: a rewrite that had not
+	// been switched to, or one whose old generation no snapshot needs
+	for _, id := range files {
+		if !keep[id] {
+			if err := farstore.Remove(f.dir, id.Start, id.Gen, false); err != nil {
 				return fmt.Errorf("far-future store: remove unlisted bucket: %w", err)
+			}
+		}
+	}
+	for _, s := range sideFiles {
+		if !keepSide[s] {
+			if err := farstore.RemoveSide(f.dir, s); err != nil {
+				return fmt.Errorf("far-future store: remove unlisted side file: %w", err)
 			}
 		}
 	}
@@ -396,10 +432,10 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 			damaged++
 			f.b.lg.Warn("far-future store: side file damaged; reading its bucket instead", "err", err)
 			continue
-		case s.Size != l.size || seeded && s.Seed != f.seed:
+		case s.Size != l.size || s.Gen != l.gen || seeded && s.Seed != f.seed:
 			stale++
 			f.b.lg.Info("far-future store: side file describes other bytes than the snapshot lists; reading its bucket instead",
-				"bucket", farstore.Name(l.start), "side_size", s.Size, "snapshot_size", l.size)
+				"bucket", farstore.Name(l.start, l.gen), "side_size", s.Size, "side_generation", s.Gen, "snapshot_size", l.size)
 			continue
 		}
 		if !seeded {
@@ -417,7 +453,7 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 			for _, q := range s.Queues {
 				f.addQueued(bk, q.Key, int(q.Jobs))
 			}
-			if bk.file, err = farstore.OpenAt(f.dir, l.start, l.size); err == nil {
+			if bk.file, err = farstore.OpenAt(f.dir, l.start, l.gen, l.size); err == nil {
 				fromSide++
 			} else if errors.As(err, new(*farstore.DamageError)) || errors.Is(err, os.ErrNotExist) {
 				// the bucket itself is short or gone: the checks below
@@ -429,7 +465,7 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 		}
 		if bk == nil {
 			var size int64
-			bk, size, err = f.scan(l.start, l.size, f.replayed[l.start])
+			bk, size, err = f.scan(l.start, l.gen, l.size, f.replayed[l.start])
 			if err != nil {
 				if !force {
 					return fmt.Errorf("far-future store (listed by snapshot %s): %w; --force-recovery skips the damaged part", snapPath, err)
@@ -438,11 +474,11 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 				f.skippedBytes += l.size - size
 				f.b.lg.Error("far-future bucket damaged: skipping the rest of it (--force-recovery); the jobs it held are lost", "err", err, "kept_bytes", size, "skipped_bytes", l.size-size)
 				if size < farstore.HeaderSize {
-					_ = farstore.Remove(f.dir, l.start)
+					_ = farstore.Remove(f.dir, l.start, l.gen, true)
 					continue
 				}
 			}
-			if bk.file, err = farstore.OpenAt(f.dir, l.start, size); err != nil {
+			if bk.file, err = farstore.OpenAt(f.dir, l.start, l.gen, size); err != nil {
 				return fmt.Errorf("far-future store: %w", err)
 			}
 		}
@@ -461,13 +497,16 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 	}
 	f.replayed = nil
 	f.releaseFiles()
+	for _, bk := range f.buckets {
+		f.maybeRewrite(bk)
+	}
 	return nil
 }
 
 // scan reads a bucket's first size bytes into a new header; taken are
 // the jobs replay took back in. On damage it returns what it read before
 // the damaged block and that block's offset as the size to keep.
-func (f *farStore) scan(start, size int64, taken map[string]struct{}) (*farBucket, int64, error) {
+func (f *farStore) scan(start int64, gen uint32, size int64, taken map[string]struct{}) (*farBucket, int64, error) {
 	bk := &farBucket{start: start}
 	type entry struct {
 		q   string
@@ -475,7 +514,7 @@ func (f *farStore) scan(start, size int64, taken map[string]struct{}) (*farBucke
 	}
 	live := map[string]entry{}
 	items := 0
-	path := filepath.Join(f.dir, farstore.Name(start))
+	path := filepath.Join(f.dir, farstore.Name(start, gen))
 	err := farstore.Read(path, size, func(off int64, item []byte) error {
 		it, err := decodeFarItem(item)
 		if err != nil {
@@ -565,7 +604,7 @@ func (f *farStore) bucket(start int64, create bool) *farBucket {
 	if bk != nil || !create {
 		return bk
 	}
-	file, err := farstore.Create(f.dir, start)
+	file, err := farstore.Create(f.dir, start, 0)
 	if err != nil {
 		f.b.lg.Error("far-future store: cannot create a bucket; its jobs stay in memory", "err", err)
 		return nil
@@ -705,7 +744,7 @@ func (f *farStore) releaseFiles() {
 func (f *farStore) find(bk *farBucket, match func(*engine.Record) bool) (*engine.Record, error) {
 	var found *engine.Record
 	var foundKey string
-	path := filepath.Join(f.dir, farstore.Name(bk.start))
+	path := bk.file.Path()
 	err := farstore.Read(path, bk.file.Size(), func(off int64, item []byte) error {
 		it, err := decodeFarItem(item)
 		if err != nil {
@@ -769,6 +808,7 @@ func (f *farStore) takeIn(now time.Time, bk *farBucket, recs []engine.Record) er
 	}
 	f.flushBucket(bk)
 	f.releaseFiles()
+	f.maybeRewrite(bk)
 	return nil
 }
 
@@ -874,7 +914,7 @@ func (f *farStore) readAll(bk *farBucket, match func(*engine.Record) bool) ([]en
 	type at struct{ i int }
 	var out []engine.Record
 	idx := map[string]int{}
-	path := filepath.Join(f.dir, farstore.Name(bk.start))
+	path := bk.file.Path()
 	size := int64(-1)
 	if bk.file != nil {
 		size = bk.file.Size()
@@ -948,15 +988,13 @@ func (f *farStore) step(now time.Time) {
 			continue
 		}
 		bk.state = bucketLoading
-		size := bk.file.Size()
-		go f.load(bk, size)
+		go f.load(bk, bk.file.Path(), bk.file.Size())
 	}
 }
 
 const farLoadChunk = 256
 
-func (f *farStore) load(bk *farBucket, size int64) {
-	path := filepath.Join(f.dir, farstore.Name(bk.start))
+func (f *farStore) load(bk *farBucket, path string, size int64) {
 	var recs []engine.Record
 	idx := map[string]int{}
 	err := farstore.Read(path, size, func(off int64, item []byte) error {
@@ -1025,6 +1063,7 @@ func (f *farStore) snapshotDone() {
 	}
 	f.pinQ = kept
 	for s, bk := range f.buckets {
+		f.dropOldGens(bk)
 		if bk.state != bucketDone {
 			continue
 		}
@@ -1032,8 +1071,11 @@ func (f *farStore) snapshotDone() {
 			continue
 		}
 		bk.file.Close()
-		if err := farstore.Remove(f.dir, s); err != nil {
+		if err := farstore.Remove(f.dir, s, bk.file.Gen(), true); err != nil {
 			f.b.lg.Warn("far-future store: removing a bucket taken back in failed", "err", err)
+		}
+		for _, o := range bk.old {
+			_ = farstore.Remove(f.dir, s, o.gen, false)
 		}
 		delete(f.buckets, s)
 	}
@@ -1070,6 +1112,7 @@ func (f *farStore) pinned(seg uint32) bool {
 // the side files being written.
 func (f *farStore) close() {
 	f.sideWG.Wait()
+	f.rwWG.Wait()
 	for _, bk := range f.buckets {
 		if bk.file != nil {
 			bk.file.Close()

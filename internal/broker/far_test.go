@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -300,8 +301,13 @@ func farSnapshot(t *testing.T, b *Broker) {
 func TestFarStoreSurvivesCrashesAtAnyPoint(t *testing.T) {
 	// snapshots start by themselves after a little log growth and walk a
 	// few jobs per turn, so commands and crashes fall inside walks
-	defer func(c int, d time.Duration, o int) { snapChunk, snapTurnBudget, farOutPerTurn = c, d, o }(snapChunk, snapTurnBudget, farOutPerTurn)
-	snapChunk, snapTurnBudget, farOutPerTurn = 2, 0, 1
+	defer func(c int, d time.Duration, o, r int) {
+		snapChunk, snapTurnBudget, farOutPerTurn, farRewriteMinDead = c, d, o, r
+	}(snapChunk, snapTurnBudget, farOutPerTurn, farRewriteMinDead)
+	// buckets are rewritten as soon as they hold a few dead items, so
+	// rewrites run across snapshots and crashes too
+	snapChunk, snapTurnBudget, farOutPerTurn, farRewriteMinDead = 2, 0, 1, 4
+	rewritten := 0
 	dir := t.TempDir()
 	clk := &testClock{t: farT0}
 	reopen := func() *Broker {
@@ -386,6 +392,7 @@ func TestFarStoreSurvivesCrashesAtAnyPoint(t *testing.T) {
 			t.Fatalf("round %d: %d of %d jobs far: the test should have jobs on both sides", round, f, len(want))
 		}
 		b.skipFinalSnapshot = rng.IntN(3) != 0
+		rewritten += rewrites(t, b)
 		b.Close()
 		b = reopen()
 		verify()
@@ -394,6 +401,10 @@ func TestFarStoreSurvivesCrashesAtAnyPoint(t *testing.T) {
 		memJobs(t, b)
 	}
 	b.Close()
+	if rewritten == 0 {
+		t.Fatal("no bucket was rewritten: the test should cover rewrites")
+	}
+	t.Logf("%d bucket rewrites", rewritten)
 }
 
 // bucketFiles lists the far store's bucket files.
@@ -1106,5 +1117,251 @@ func TestFarJobsKicked(t *testing.T) {
 	}
 	if d := delayed(t, b, "other"); d != 1 {
 		t.Fatalf("other queue: delayed %d, want 1 (not kicked)", d)
+	}
+}
+
+// noMoreRewrites raises the rewrite threshold out of reach (on the loop,
+// which reads it).
+func noMoreRewrites(t *testing.T, b *Broker) {
+	t.Helper()
+	call(b, context.Background(), func(time.Time) (struct{}, error) {
+		farRewriteMinDead = 1 << 30
+		return struct{}{}, nil
+	})
+}
+
+func rewrites(t *testing.T, b *Broker) int {
+	t.Helper()
+	n, err := call(b, context.Background(), func(time.Time) (int, error) { return b.far.rewrites, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFarBucketRewrite: a bucket whose jobs were mostly taken back is
+// rewritten off the loop into a new generation holding only its live jobs;
+// the jobs taken back while the copy runs follow it; the old file goes once
+// no kept snapshot lists it; and a crash at every step of it loses no job
+// and brings no cancelled job back.
+func TestFarBucketRewrite(t *testing.T) {
+	defer func(d int) { farRewriteMinDead, farRewriteHook = d, nil }(farRewriteMinDead)
+	farRewriteMinDead = 8
+	ctx := context.Background()
+	due := farT0.Add(4 * time.Hour)
+	// setup puts 40 far jobs in one bucket, snapshots, and cancels 24 of
+	// them (the rewrite starts after the 21st)
+	setup := func(t *testing.T, dir string, clk *testClock) (*Broker, map[string]bool) {
+		farRewriteMinDead = 8
+		b := mustOpenFar(t, dir, clk, time.Hour)
+		for i := 0; i < 40; i++ {
+			putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%02d", i)}, due.Add(time.Duration(i)*time.Second))
+		}
+		memJobs(t, b)
+		farSnapshot(t, b)
+		gone := map[string]bool{}
+		for i := 0; i < 24; i++ {
+			id := fmt.Sprintf("j%02d", i*5/3)
+			if err := b.Cancel(ctx, "default", "q", id, ""); err != nil {
+				t.Fatal(err)
+			}
+			gone[id] = true
+		}
+		return b, gone
+	}
+	verify := func(t *testing.T, b *Broker, gone map[string]bool) {
+		t.Helper()
+		live := 0
+		for i := 0; i < 40; i++ {
+			if !gone[fmt.Sprintf("j%02d", i)] {
+				live++
+			}
+		}
+		if d := delayed(t, b, "q"); d != uint64(live) {
+			t.Fatalf("delayed %d, want %d", d, live)
+		}
+		for i := 0; i < 40; i++ {
+			id := fmt.Sprintf("j%02d", i)
+			j, err := b.Peek(ctx, "default", "q", id)
+			if gone[id] {
+				if engine.CodeOf(err) != engine.CodeJobNotFound {
+					t.Fatalf("cancelled job %s is back: %v", id, err)
+				}
+				continue
+			}
+			if err != nil || string(j.Data) != "payload of "+id || !j.ActivateAt.Equal(due.Add(time.Duration(i)*time.Second)) {
+				t.Fatalf("job %s: %+v %v", id, j, err)
+			}
+		}
+	}
+	waitRewrite := func(t *testing.T, b *Broker) {
+		t.Helper()
+		for i := 0; i < 500 && rewrites(t, b) == 0; i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if rewrites(t, b) != 1 {
+			t.Fatal("the bucket was not rewritten")
+		}
+	}
+	gens := func(t *testing.T, dir string) string {
+		t.Helper()
+		ids, err := farstore.List(filepath.Join(dir, "far"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g []uint32
+		for _, id := range ids {
+			g = append(g, id.Gen)
+		}
+		slices.Sort(g)
+		return fmt.Sprint(g)
+	}
+
+	t.Run("rewritten", func(t *testing.T) {
+		dir := t.TempDir()
+		clk := &testClock{t: farT0}
+		// the copy waits, once done, for cancels and a put that land in
+		// the old file while it runs: later rounds carry them over
+		reached, release := make(chan struct{}), make(chan struct{})
+		first := true // the hook runs on the rewrite's goroutine only
+		farRewriteHook = func(s farRewriteStep) bool {
+			if s == rewriteCopied && first {
+				first = false
+				reached <- struct{}{}
+				<-release
+			}
+			return true
+		}
+		defer func() { farRewriteHook = nil }()
+		b, gone := setup(t, dir, clk)
+		select {
+		case <-reached:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the rewrite did not start")
+		}
+		for _, id := range []string{"j37", "j39"} {
+			if err := b.Cancel(ctx, "default", "q", id, ""); err != nil {
+				t.Fatal(err)
+			}
+			gone[id] = true
+		}
+		putAt(t, b, "q", engine.PutRequest{ID: "j40"}, due.Add(40*time.Second))
+		memJobs(t, b) // handed out: in the old file
+		close(release)
+		waitRewrite(t, b)
+		noMoreRewrites(t, b) // peeks take jobs back, which would call for more
+		if f := farJobs(t, b); f != 40+1-len(gone) {
+			t.Fatalf("%d far jobs after the rewrite, want %d", f, 40+1-len(gone))
+		}
+		if j, err := b.Peek(ctx, "default", "q", "j40"); err != nil || string(j.Data) != "payload of j40" {
+			t.Fatalf("job put while the copy ran: %+v %v", j, err)
+		}
+		if err := b.Cancel(ctx, "default", "q", "j40", ""); err != nil {
+			t.Fatal(err)
+		}
+		verify(t, b, gone) // j00–j39; j40 is gone too
+		if _, err := b.Peek(ctx, "default", "q", "j40"); engine.CodeOf(err) != engine.CodeJobNotFound {
+			t.Fatalf("cancelled j40: %v", err)
+		}
+		if g := gens(t, dir); g != "[0 1]" {
+			t.Fatalf("generations %s after the rewrite, want [0 1]", g)
+		}
+		old, _ := os.Stat(filepath.Join(dir, "far", farstore.Name(due.Truncate(30*time.Minute).UnixMilli(), 0)))
+		cur, _ := os.Stat(filepath.Join(dir, "far", farstore.Name(due.Truncate(30*time.Minute).UnixMilli(), 1)))
+		if old == nil || cur == nil || cur.Size() >= old.Size() {
+			t.Fatalf("old file %v, new %v: the new one must be smaller", old, cur)
+		}
+		farSnapshot(t, b)
+		if g := gens(t, dir); g != "[0 1]" {
+			t.Fatalf("generations %s after one snapshot: the older kept one lists 0", g)
+		}
+		putAt(t, b, "near", engine.PutRequest{ID: "n"}, farT0.Add(time.Minute)) // else the snapshot is skipped
+		farSnapshot(t, b)
+		if g := gens(t, dir); g != "[1]" {
+			t.Fatalf("generations %s after two snapshots, want [1]", g)
+		}
+		b.skipFinalSnapshot = true
+		b.Close()
+		b = mustOpenFar(t, dir, clk, time.Hour)
+		defer b.Close()
+		verify(t, b, gone)
+	})
+
+	// a crash at each step: the rewrite stopped (as the process dying)
+	// after one block of the new file, after the copy, after the switch,
+	// and after the switch and one snapshot
+	for _, step := range []string{"torn", "copied", "switched", "snapshot after switch"} {
+		t.Run("crash "+step, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := &testClock{t: farT0}
+			stopped := make(chan struct{}, 1)
+			farRewriteHook = func(s farRewriteStep) bool {
+				stop := step == "torn" && s == rewriteTorn || step == "copied" && s == rewriteCopied
+				if stop {
+					stopped <- struct{}{}
+				}
+				return !stop
+			}
+			defer func() { farRewriteHook = nil }()
+			b, gone := setup(t, dir, clk)
+			switch step {
+			case "torn", "copied":
+				select {
+				case <-stopped:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the rewrite did not reach the step")
+				}
+				if g := gens(t, dir); g != "[0 1]" {
+					t.Fatalf("generations %s while rewriting", g)
+				}
+			case "switched":
+				waitRewrite(t, b)
+			case "snapshot after switch":
+				waitRewrite(t, b)
+				farSnapshot(t, b)
+			}
+			// one more cancel after the step
+			if err := b.Cancel(ctx, "default", "q", "j39", ""); err != nil {
+				t.Fatal(err)
+			}
+			gone["j39"] = true
+			b.skipFinalSnapshot = true
+			b.Close()
+			farRewriteHook = nil
+			// the recovery would start a rewrite of the bucket at once
+			// (replay took jobs back): off, to see what it kept
+			farRewriteMinDead = 1 << 30
+			b = mustOpenFar(t, dir, clk, time.Hour)
+			want := "[0]"
+			if step == "snapshot after switch" {
+				want = "[1]"
+			}
+			if g := gens(t, dir); g != want {
+				t.Fatalf("generations %s after recovery, want %s (the one the snapshot lists)", g, want)
+			}
+			verify(t, b, gone)
+			farRewriteMinDead = 8
+			// and once more, cleanly
+			b.Close()
+			b = mustOpenFar(t, dir, clk, time.Hour)
+			defer b.Close()
+			verify(t, b, gone)
+		})
+	}
+}
+
+// A manifest written before rewrites existed (version 1) lists generation
+// 0 of each bucket.
+func TestFarManifestVersion1(t *testing.T) {
+	m := []byte{farManifestMagic, 1}
+	m = binary.AppendUvarint(m, 1)
+	m = binary.AppendVarint(m, 3600000)
+	m = binary.AppendUvarint(m, 100)
+	got, err := decodeFarManifest(m)
+	if err != nil || len(got) != 1 || got[0] != (farListed{start: 3600000, size: 100}) {
+		t.Fatalf("version 1 manifest: %+v %v", got, err)
+	}
+	if _, err := decodeFarManifest([]byte{farManifestMagic, 3, 0}); err == nil {
+		t.Fatal("version 3 accepted")
 	}
 }

@@ -7,7 +7,8 @@
 //
 // # File format
 //
-// A bucket lives in DIR/<bucket start, unix ms>.bkt:
+// A bucket lives in DIR/<bucket start, unix ms>.bkt, or, once rewritten
+// (generation g > 0), in DIR/<bucket start>.<g>.bkt:
 //
 //	file   = header block*
 //	header = magic "CHQFAR01" | start i64 | crc u32   (20 bytes)
@@ -25,6 +26,13 @@
 // a recorded size must validate: a short file, a bad header or a block
 // whose CRC does not match is damage, reported as a *DamageError naming the
 // file and the offset.
+//
+// A bucket that collected many dead items (jobs taken back, their
+// tombstones) is rewritten into a file of the next generation holding only
+// its live items; the snapshot names the generation it covers, so a
+// generation no snapshot lists is ignored (and deleted) by a recovery, and
+// an old one is deleted once no kept snapshot lists it (the broker,
+// internal/broker/far.go, decides when).
 package farstore
 
 import (
@@ -70,12 +78,23 @@ func (e *DamageError) Error() string {
 
 func (e *DamageError) Unwrap() error { return ErrDamaged }
 
-// Name is the file name of the bucket starting at start (unix ms).
-func Name(start int64) string { return strconv.FormatInt(start, 10) + suffix }
+// Name is the file name of generation gen of the bucket starting at start
+// (unix ms).
+func Name(start int64, gen uint32) string {
+	if gen == 0 {
+		return strconv.FormatInt(start, 10) + suffix
+	}
+	return strconv.FormatInt(start, 10) + "." + strconv.FormatUint(uint64(gen), 10) + suffix
+}
 
-// List returns the bucket starts of the bucket files in dir (none when dir
-// does not exist).
-func List(dir string) ([]int64, error) {
+// ID names one bucket file: its bucket's start and its generation.
+type ID struct {
+	Start int64
+	Gen   uint32
+}
+
+// List returns the bucket files in dir (none when dir does not exist).
+func List(dir string) ([]ID, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -83,15 +102,26 @@ func List(dir string) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []int64
+	var out []ID
 	for _, e := range ents {
 		base, ok := strings.CutSuffix(e.Name(), suffix)
 		if !ok {
 			continue
 		}
-		if v, err := strconv.ParseInt(base, 10, 64); err == nil {
-			out = append(out, v)
+		st, g, hasGen := strings.Cut(base, ".")
+		v, err := strconv.ParseInt(st, 10, 64)
+		if err != nil {
+			continue
 		}
+		id := ID{Start: v}
+		if hasGen {
+			gen, err := strconv.ParseUint(g, 10, 32)
+			if err != nil || gen == 0 {
+				continue
+			}
+			id.Gen = uint32(gen)
+		}
+		out = append(out, id)
 	}
 	return out, nil
 }
@@ -121,9 +151,13 @@ type File struct {
 	// bucket for as long as the bucket lives
 	dir   string
 	start int64
+	gen   uint32
 	size  int64
 	dirty bool
 }
+
+// Gen is the file's generation.
+func (f *File) Gen() uint32 { return f.gen }
 
 func (f *File) ensure() error {
 	if f.f != nil {
@@ -151,18 +185,22 @@ func (f *File) Release() error {
 	return err
 }
 
-// Create makes a new, empty bucket file (an existing one is replaced) and
-// syncs its directory, so the name survives a crash once the data does.
-func Create(dir string, start int64) (*File, error) {
+// Create makes a new, empty bucket file of generation gen (an existing one
+// is replaced) and syncs its directory, so the name survives a crash once
+// the data does.
+func Create(dir string, start int64, gen uint32) (*File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("farstore: %w", err)
 	}
 	// a side file left by an earlier bucket of this start describes other
-	// bytes; the directory sync below makes its removal durable too
-	if err := RemoveSide(dir, start); err != nil {
-		return nil, fmt.Errorf("farstore: %w", err)
+	// bytes; the directory sync below makes its removal durable too (a
+	// rewrite's new generation keeps it: it names its generation)
+	if gen == 0 {
+		if err := RemoveSide(dir, start); err != nil {
+			return nil, fmt.Errorf("farstore: %w", err)
+		}
 	}
-	path := filepath.Join(dir, Name(start))
+	path := filepath.Join(dir, Name(start, gen))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("farstore: %w", err)
@@ -175,7 +213,7 @@ func Create(dir string, start int64) (*File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &File{f: f, dir: dir, start: start, size: HeaderSize, dirty: true}, nil
+	return &File{f: f, dir: dir, start: start, gen: gen, size: HeaderSize, dirty: true}, nil
 }
 
 // OpenAt opens an existing bucket for appending after its first size
@@ -183,8 +221,8 @@ func Create(dir string, start int64) (*File, error) {
 // caller has checked those bytes (Read) or trusts them (a side file). The
 // descriptor is opened by the first write: a restart with a year of
 // buckets opens none of them.
-func OpenAt(dir string, start, size int64) (*File, error) {
-	path := filepath.Join(dir, Name(start))
+func OpenAt(dir string, start int64, gen uint32, size int64) (*File, error) {
+	path := filepath.Join(dir, Name(start, gen))
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("farstore: %w", err)
@@ -197,11 +235,11 @@ func OpenAt(dir string, start, size int64) (*File, error) {
 			return nil, fmt.Errorf("farstore: cut %s back to %d bytes: %w", path, size, err)
 		}
 	}
-	return &File{dir: dir, start: start, size: size, dirty: st.Size() > size}, nil
+	return &File{dir: dir, start: start, gen: gen, size: size, dirty: st.Size() > size}, nil
 }
 
 // Path is the file's path.
-func (f *File) Path() string { return filepath.Join(f.dir, Name(f.start)) }
+func (f *File) Path() string { return filepath.Join(f.dir, Name(f.start, f.gen)) }
 
 // Size is how many bytes have been written.
 func (f *File) Size() int64 { return f.size }
@@ -261,6 +299,13 @@ func (f *File) Close() error { return f.Release() }
 // read with a *DamageError; a missing file is reported as such (wrapping
 // os.ErrNotExist).
 func Read(path string, size int64, fn func(blockOff int64, item []byte) error) error {
+	return ReadFrom(path, 0, size, fn)
+}
+
+// ReadFrom is Read of the blocks from offset from (0, or the end of a
+// block: a size recorded earlier) up to size; the header is checked only
+// when from is 0.
+func ReadFrom(path string, from, size int64, fn func(blockOff int64, item []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("farstore: %w", err)
@@ -282,17 +327,19 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 		return &DamageError{File: path, Offset: 0, Reason: fmt.Sprintf("%d bytes is shorter than the header", size)}
 	}
 	r := io.NewSectionReader(f, 0, size)
-	hb := make([]byte, HeaderSize)
-	if _, err := io.ReadFull(r, hb); err != nil {
-		return fmt.Errorf("farstore: read %s: %w", path, err)
+	off := max(from, HeaderSize)
+	if from <= 0 {
+		hb := make([]byte, HeaderSize)
+		if _, err := io.ReadFull(r, hb); err != nil {
+			return fmt.Errorf("farstore: read %s: %w", path, err)
+		}
+		if [8]byte(hb[:8]) != magic {
+			return &DamageError{File: path, Offset: 0, Reason: "bad magic"}
+		}
+		if crc32.Checksum(hb[:16], castagnoli) != binary.LittleEndian.Uint32(hb[16:]) {
+			return &DamageError{File: path, Offset: 0, Reason: "header checksum mismatch"}
+		}
 	}
-	if [8]byte(hb[:8]) != magic {
-		return &DamageError{File: path, Offset: 0, Reason: "bad magic"}
-	}
-	if crc32.Checksum(hb[:16], castagnoli) != binary.LittleEndian.Uint32(hb[16:]) {
-		return &DamageError{File: path, Offset: 0, Reason: "header checksum mismatch"}
-	}
-	off := int64(HeaderSize)
 	var bh [blockHeaderSize]byte
 	var buf []byte
 	for off < size {
@@ -343,15 +390,16 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 	return nil
 }
 
-// Remove deletes a bucket file and its side file (a missing one is not an
-// error). The side file goes first: a side file without its bucket would
-// be swept at the next start anyway, but never trusted for a new bucket
-// of the same start, whose recorded size it would not match.
-func Remove(dir string, start int64) error {
-	if err := RemoveSide(dir, start); err != nil {
-		return err
+// Remove deletes generation gen of a bucket, and with the side file when
+// side (a missing one is not an error). The side file goes first: one
+// left without its bucket is swept at the next start.
+func Remove(dir string, start int64, gen uint32, side bool) error {
+	if side {
+		if err := RemoveSide(dir, start); err != nil {
+			return err
+		}
 	}
-	err := os.Remove(filepath.Join(dir, Name(start)))
+	err := os.Remove(filepath.Join(dir, Name(start, gen)))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -18,14 +18,15 @@ import (
 // bucket:
 //
 //	side   = magic "CHQFIX01" | start i64 | size i64 | seed u64 |
-//	         jobs uvarint | dead uvarint | nq uvarint |
+//	         gen uvarint | jobs uvarint | dead uvarint | nq uvarint |
 //	         nq × (uvarint key length ‖ key ‖ uvarint jobs) |
 //	         filter (ids) | filter (sequence numbers) | crc u32
 //	filter = nsub uvarint | nsub × (limit uvarint | n uvarint |
 //	         words uvarint | words × u64)
 //	         crc = CRC-32C of every byte before it
 //
-// size is how many bytes of the bucket the file describes; seed is the
+// gen and size say which generation of the bucket (farstore.go) and how
+// many bytes of it the file describes; seed is the
 // hash seed the filters were built with. A side file is only a cache: it
 // is written without fsync (a torn or lost one fails its CRC or is
 // missing), and one whose size is not the size a snapshot recorded for
@@ -44,6 +45,7 @@ const maxSide = 512 << 20
 // Side is what a side file holds.
 type Side struct {
 	Start, Size int64
+	Gen         uint32
 	Seed        uint64
 	Jobs        int64
 	Dead        int64 // items the bucket holds that are no longer live
@@ -70,6 +72,7 @@ func WriteSide(dir string, s *Side) error {
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.Start))
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.Size))
 	b = binary.LittleEndian.AppendUint64(b, s.Seed)
+	b = binary.AppendUvarint(b, uint64(s.Gen))
 	b = binary.AppendUvarint(b, uint64(s.Jobs))
 	b = binary.AppendUvarint(b, uint64(s.Dead))
 	b = binary.AppendUvarint(b, uint64(len(s.Queues)))
@@ -128,6 +131,7 @@ func ReadSide(dir string, start int64) (*Side, error) {
 		Seed:  binary.LittleEndian.Uint64(body[24:]),
 	}
 	d := decoder{p: body[32:]}
+	s.Gen = uint32(d.uvarint())
 	s.Jobs = int64(d.uvarint())
 	s.Dead = int64(d.uvarint())
 	nq := d.uvarint()
