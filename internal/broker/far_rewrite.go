@@ -149,18 +149,27 @@ func (rw *farRewrite) run() {
 		}
 		err = rw.catchUp(rw.upTo, to, true)
 	}
-	if err != nil && !errors.Is(err, errClosed) && !errors.Is(err, errRewriteStopped) {
-		f.b.lg.Warn("far-future store: rewriting a bucket failed; it keeps its old file", "bucket", rw.oldPath, "err", err)
-	}
 	if errors.Is(err, errRewriteStopped) {
 		return // as a crash there: the files stay as they are
+	}
+	failed := err != nil && !errors.Is(err, errClosed)
+	if failed {
+		f.b.lg.Warn("far-future store: rewriting a bucket failed; it keeps its old file and is not rewritten again until a restart", "bucket", rw.oldPath, "err", err)
+		if errors.As(err, new(*farstore.DamageError)) {
+			// the next start must read the bucket and apply the rules
+			// for damage, not trust its side file
+			_ = farstore.RemoveSide(f.dir, rw.start)
+		}
 	}
 	if rw.file != nil { // not switched to: no snapshot lists it
 		rw.file.Close()
 		_ = farstore.Remove(f.dir, rw.start, rw.file.Gen(), false)
 	}
 	f.b.do(context.Background(), func(time.Time) (any, error) {
-		f.rewriting, rw.bk.rewriting = false, false
+		f.rewriting, rw.bk.rewriting = false, failed
+		if failed && errors.As(err, new(*farstore.DamageError)) {
+			rw.bk.sideSize = -1 // no later snapshot writes it again
+		}
 		return nil, nil
 	})
 }

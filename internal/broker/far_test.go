@@ -520,8 +520,11 @@ func TestFarHandOutWaitsForSnapshotWalk(t *testing.T) {
 		b.opts.SnapshotBytes, farOutPerTurn = 1, 4096
 		return struct{}{}, nil
 	})
-	for i := 0; i < 500 && len(mustList(b)) == 0; i++ {
+	// the walk takes a turn per job; the snapshot file is sealed off the
+	// loop, which a busy machine may take a while to get to
+	for deadline := time.Now().Add(10 * time.Second); len(mustList(b)) == 0 && time.Now().Before(deadline); {
 		memJobs(t, b)
+		time.Sleep(time.Millisecond)
 	}
 	if len(mustList(b)) == 0 {
 		t.Fatal("no snapshot was written")

@@ -14,9 +14,10 @@ type Filter struct {
 }
 
 type sub struct {
-	bits  []uint64
-	n     int
-	limit int
+	bits []uint64
+	// 32 bits: a sub-filter holds at most filterMaxSub keys, and a
+	// year of sparse buckets holds two sub-filters each
+	n, limit uint32
 }
 
 // Sized returns an empty filter whose first sub-filter holds n keys: a
@@ -24,7 +25,8 @@ type sub struct {
 // than its keys need.
 func Sized(n int) Filter {
 	n = max(n, filterMin)
-	return Filter{subs: []sub{{bits: make([]uint64, (n*filterBitsPerKey+63)/64), limit: n}}}
+	n = min(n, filterMaxSub)
+	return Filter{subs: []sub{{bits: make([]uint64, (n*filterBitsPerKey+63)/64), limit: uint32(n)}}}
 }
 
 const (
@@ -32,6 +34,7 @@ const (
 	filterProbes     = 8
 	filterFirst      = 64
 	filterMin        = 8
+	filterMaxSub     = 1 << 30
 )
 
 // Add records key (a well-mixed 64-bit hash).
@@ -39,9 +42,9 @@ func (f *Filter) Add(key uint64) {
 	if len(f.subs) == 0 || f.subs[len(f.subs)-1].n >= f.subs[len(f.subs)-1].limit {
 		limit := filterFirst
 		if len(f.subs) > 0 {
-			limit = f.subs[len(f.subs)-1].limit * 2
+			limit = min(int(f.subs[len(f.subs)-1].limit)*2, filterMaxSub)
 		}
-		f.subs = append(f.subs, sub{bits: make([]uint64, (limit*filterBitsPerKey+63)/64), limit: limit})
+		f.subs = append(f.subs, sub{bits: make([]uint64, (limit*filterBitsPerKey+63)/64), limit: uint32(limit)})
 	}
 	s := &f.subs[len(f.subs)-1]
 	m := uint64(len(s.bits) * 64)

@@ -231,7 +231,7 @@ func (d *decoder) filter(f *Filter) {
 		if d.err != nil {
 			return
 		}
-		if words == 0 || words > uint64(len(d.p))/8 || n > limit || limit > 1<<40 {
+		if words == 0 || words > uint64(len(d.p))/8 || n > limit || limit > filterMaxSub {
 			d.err = errors.New("bad sub-filter")
 			return
 		}
@@ -240,6 +240,6 @@ func (d *decoder) filter(f *Filter) {
 			bits[w] = binary.LittleEndian.Uint64(d.p[8*w:])
 		}
 		d.p = d.p[8*words:]
-		f.subs = append(f.subs, sub{bits: bits, n: int(n), limit: int(limit)})
+		f.subs = append(f.subs, sub{bits: bits, n: uint32(n), limit: uint32(limit)})
 	}
 }
