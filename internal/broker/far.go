@@ -163,9 +163,10 @@ type farStore struct {
 	buckets map[int64]*farBucket
 	qkeys   map[string]string // interned queue keys (intern)
 	// the side files of a snapshot are written off the loop, one
-	// snapshot's at a time
-	sideMu sync.Mutex
-	sideWG sync.WaitGroup
+	// snapshot's after the other's (sidePrev is closed when the last
+	// started writer is done), so an older state never overwrites a newer
+	sidePrev chan struct{}
+	sideWG   sync.WaitGroup
 	dirty  []*farBucket
 	// nextLoad is the earliest time (unix ms) an open bucket's window is
 	// within the lead time, so a turn need not look at every bucket
@@ -275,11 +276,15 @@ func (f *farStore) writeSides(sides []*farstore.Side) {
 	if len(sides) == 0 {
 		return
 	}
+	prev, done := f.sidePrev, make(chan struct{})
+	f.sidePrev = done
 	f.sideWG.Add(1)
 	go func() {
 		defer f.sideWG.Done()
-		f.sideMu.Lock()
-		defer f.sideMu.Unlock()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
 		failed := 0
 		var first error
 		for _, s := range sides {
