@@ -167,7 +167,7 @@ type farStore struct {
 	// started writer is done), so an older state never overwrites a newer
 	sidePrev chan struct{}
 	sideWG   sync.WaitGroup
-	dirty  []*farBucket
+	dirty    []*farBucket
 	// nextLoad is the earliest time (unix ms) an open bucket's window is
 	// within the lead time, so a turn need not look at every bucket
 	nextLoad int64

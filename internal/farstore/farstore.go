@@ -192,13 +192,12 @@ func Create(dir string, start int64, gen uint32) (*File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("farstore: %w", err)
 	}
-	// a side file left by an earlier bucket of this start describes other
-	// bytes; the directory sync below makes its removal durable too (a
-	// rewrite's new generation keeps it: it names its generation)
-	if gen == 0 {
-		if err := RemoveSide(dir, start); err != nil {
-			return nil, fmt.Errorf("farstore: %w", err)
-		}
+	// a side file left by an earlier file of this start and generation
+	// (one a crash left unlisted) could describe the same size by chance;
+	// the next snapshot writes the side file anew. The directory sync
+	// below makes the removal durable too.
+	if err := RemoveSide(dir, start); err != nil {
+		return nil, fmt.Errorf("farstore: %w", err)
 	}
 	path := filepath.Join(dir, Name(start, gen))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
