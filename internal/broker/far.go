@@ -6,13 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -48,8 +49,11 @@ const (
 	farItemJob  = 'J' // an encoded engine.Entry: one KindJob image, payload inline
 	farItemTomb = 'T' // ns \x00 queue \x00 id: the job left the bucket
 
-	farManifestMagic   = 0xFA
-	farManifestVersion = 1
+	farManifestMagic = 0xFA
+	// version 2 names each bucket's generation (a rewritten bucket's
+	// file); version 1, written before rewrites existed, means
+	// generation 0
+	farManifestVersion = 2
 )
 
 // farOutPerTurn bounds the jobs one loop turn hands out (a variable so tests
@@ -69,14 +73,76 @@ type farBucket struct {
 	file  *farstore.File
 	state bucketState
 	jobs  int // jobs in the bucket, tombstoned ones not counted
-	ids   farstore.Filter
-	seqs  farstore.Filter
-	gone  map[string]struct{}
-	byQ   map[string]int // ns \x00 queue → jobs
+	// dead counts the items that are no longer live: tombstones and the
+	// job items they end
+	dead int
+	// sideSize is the bucket size its side file on disk describes (0:
+	// none written by this process)
+	sideSize int64
+	ids      farstore.Filter
+	seqs     farstore.Filter
+	// gone holds the jobs taken in while the bucket is loading: the
+	// loader read the file before their tombstones were written. Other
+	// readers read the tombstones from the file, so nothing else is kept.
+	gone map[string]struct{}
+	byQ  []farQ // jobs per queue, usually one entry
+	// old generations of the file (rewrite.go), kept while a kept
+	// snapshot may list them
+	old       []farOld
+	rewriting bool
 	// snapshots finished since the bucket was done: its file goes once
 	// no kept snapshot lists it
 	doneSnaps int
 	pending   [][]byte // items to append at the end of the turn
+}
+
+// farQ is how many jobs of a queue (ns \x00 queue, interned) a bucket
+// holds. A slice, not a map: a sparse bucket holds one or two queues, and
+// a map would cost hundreds of bytes per bucket.
+type farQ struct {
+	key string
+	n   int
+}
+
+// queued is how many jobs of queue key the bucket holds.
+func (bk *farBucket) queued(key string) int {
+	for i := range bk.byQ {
+		if bk.byQ[i].key == key {
+			return bk.byQ[i].n
+		}
+	}
+	return 0
+}
+
+// addQueued changes the bucket's count of queue key by d.
+func (f *farStore) addQueued(bk *farBucket, key string, d int) {
+	for i := range bk.byQ {
+		if q := &bk.byQ[i]; q.key == key {
+			if q.n += d; q.n <= 0 {
+				bk.byQ = append(bk.byQ[:i], bk.byQ[i+1:]...)
+				if len(bk.byQ) == 0 {
+					bk.byQ = nil
+				}
+			}
+			return
+		}
+	}
+	if d > 0 {
+		bk.byQ = append(bk.byQ, farQ{key: f.intern(key), n: d})
+	}
+}
+
+// intern returns one shared copy of a queue key, so a year of buckets
+// holding jobs of one queue does not hold the key's string once each.
+func (f *farStore) intern(key string) string {
+	if k, ok := f.qkeys[key]; ok {
+		return k
+	}
+	if f.qkeys == nil {
+		f.qkeys = map[string]string{}
+	}
+	f.qkeys[key] = key
+	return key
 }
 
 type farPins struct {
@@ -91,9 +157,17 @@ type farStore struct {
 	horizon time.Duration
 	width   int64 // ms
 	lead    int64 // ms
-	seed    maphash.Seed
+	// seed keys the filter hash; it is saved in each side file, and a
+	// restart adopts the seed of the side files it finds
+	seed    uint64
 	buckets map[int64]*farBucket
-	dirty   []*farBucket
+	qkeys   map[string]string // interned queue keys (intern)
+	// the side files of a snapshot are written off the loop, one
+	// snapshot's after the other's (sidePrev is closed when the last
+	// started writer is done), so an older state never overwrites a newer
+	sidePrev chan struct{}
+	sideWG   sync.WaitGroup
+	dirty    []*farBucket
 	// nextLoad is the earliest time (unix ms) an open bucket's window is
 	// within the lead time, so a turn need not look at every bucket
 	nextLoad int64
@@ -112,6 +186,13 @@ type farStore struct {
 	// SkippedBytes counts bucket bytes --force-recovery gave up on.
 	skippedBytes int64
 	skippedFiles int
+	// fromSide counts the buckets the last recovery opened from their
+	// side files without reading them
+	fromSide int
+	// one bucket is rewritten at a time (far_rewrite.go)
+	rewriting bool
+	rewrites  int // rewrites switched to
+	rwWG      sync.WaitGroup
 }
 
 func farKey(ns, queue, id string) string { return ns + "\x00" + queue + "\x00" + id }
@@ -120,7 +201,7 @@ func (f *farStore) init(b *Broker) {
 	f.b = b
 	f.dir = filepath.Join(b.opts.Dir, "far")
 	f.horizon = b.opts.FarHorizon
-	f.seed = maphash.MakeSeed()
+	f.seed = rand.Uint64()
 	f.buckets = map[int64]*farBucket{}
 	f.nextLoad = 1<<63 - 1
 	f.on = f.horizon > 0
@@ -132,19 +213,23 @@ func (f *farStore) init(b *Broker) {
 	}
 }
 
-func (f *farStore) hash(s string) uint64 { return maphash.String(f.seed, s) }
+func (f *farStore) hash(s string) uint64 { return farstore.Hash(f.seed, s) }
 
-func (f *farStore) seqHash(seq uint64) uint64 {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], seq)
-	return maphash.Bytes(f.seed, b[:])
-}
+func (f *farStore) seqHash(seq uint64) uint64 { return farstore.HashUint64(f.seed, seq) }
 
 // manifest is the far store's snapshot item: every bucket not yet taken
 // back in, with the size of it the snapshot covers. It syncs the buckets
 // first, so those bytes are durable before the snapshot can count.
+//
+// It also saves, for every bucket that changed since its last one, a side
+// file (internal/farstore/side.go) with the bucket's counts and filters at
+// the size recorded, so a restart from this snapshot need not read the
+// bucket. They are copied here and written off the loop; they are a cache
+// (a missing, damaged or stale one makes the restart read the bucket), so
+// neither their fsync nor their order against the snapshot matters.
 func (f *farStore) manifest() ([]byte, error) {
 	starts := make([]int64, 0, len(f.buckets))
+	var sides []*farstore.Side
 	for s, bk := range f.buckets {
 		if bk.state == bucketDone {
 			continue
@@ -153,7 +238,12 @@ func (f *farStore) manifest() ([]byte, error) {
 			return nil, err
 		}
 		starts = append(starts, s)
+		if size := bk.file.Size(); bk.sideSize >= 0 && size != bk.sideSize {
+			sides = append(sides, f.side(bk))
+			bk.sideSize = size
+		}
 	}
+	f.writeSides(sides)
 	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
 	f.releaseFiles()
 	if f.pinCur != nil {
@@ -164,19 +254,64 @@ func (f *farStore) manifest() ([]byte, error) {
 	m = binary.AppendUvarint(m, uint64(len(starts)))
 	for _, s := range starts {
 		m = binary.AppendVarint(m, s)
+		m = binary.AppendUvarint(m, uint64(f.buckets[s].file.Gen()))
 		m = binary.AppendUvarint(m, uint64(f.buckets[s].file.Size()))
 	}
 	return m, nil
 }
 
+// side copies what a bucket's side file holds.
+func (f *farStore) side(bk *farBucket) *farstore.Side {
+	s := &farstore.Side{Start: bk.start, Size: bk.file.Size(), Gen: bk.file.Gen(), Seed: f.seed, Jobs: int64(bk.jobs), Dead: int64(bk.dead),
+		IDs: bk.ids.Clone(), Seqs: bk.seqs.Clone(), Queues: make([]farstore.QueueCount, len(bk.byQ))}
+	for i, q := range bk.byQ {
+		s.Queues[i] = farstore.QueueCount{Key: q.key, Jobs: int64(q.n)}
+	}
+	return s
+}
+
+// writeSides writes side files off the loop. A failure is logged and
+// costs only a read of the bucket at the next start.
+func (f *farStore) writeSides(sides []*farstore.Side) {
+	if len(sides) == 0 {
+		return
+	}
+	prev, done := f.sidePrev, make(chan struct{})
+	f.sidePrev = done
+	f.sideWG.Add(1)
+	go func() {
+		defer f.sideWG.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		failed := 0
+		var first error
+		for _, s := range sides {
+			if err := farstore.WriteSide(f.dir, s); err != nil {
+				if failed++; first == nil {
+					first = err
+				}
+			}
+		}
+		if failed > 0 {
+			f.b.lg.Warn("far-future store: side files not written; the next start reads those buckets instead", "failed", failed, "of", len(sides), "err", first)
+		}
+	}()
+}
+
 func isFarManifest(item []byte) bool { return len(item) > 0 && item[0] == farManifestMagic }
 
-type farListed struct{ start, size int64 }
+type farListed struct {
+	start, size int64
+	gen         uint32
+}
 
 func decodeFarManifest(item []byte) ([]farListed, error) {
-	if len(item) < 2 || item[0] != farManifestMagic || item[1] != farManifestVersion {
+	if len(item) < 2 || item[0] != farManifestMagic || item[1] < 1 || item[1] > farManifestVersion {
 		return nil, errors.New("far-future manifest: unknown version")
 	}
+	version := item[1]
 	p := item[2:]
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)) {
@@ -189,12 +324,21 @@ func decodeFarManifest(item []byte) ([]farListed, error) {
 		if k1 <= 0 {
 			return nil, errors.New("far-future manifest: bad bucket start")
 		}
-		sz, k2 := binary.Uvarint(p[k1:])
+		p = p[k1:]
+		var gen uint64
+		if version >= 2 {
+			var k int
+			if gen, k = binary.Uvarint(p); k <= 0 || gen > math.MaxUint32 {
+				return nil, errors.New("far-future manifest: bad bucket generation")
+			}
+			p = p[k:]
+		}
+		sz, k2 := binary.Uvarint(p)
 		if k2 <= 0 || sz < farstore.HeaderSize || sz > 1<<50 {
 			return nil, errors.New("far-future manifest: bad bucket size")
 		}
-		out = append(out, farListed{start: s, size: int64(sz)})
-		p = p[k1+k2:]
+		out = append(out, farListed{start: s, gen: uint32(gen), size: int64(sz)})
+		p = p[k2:]
 	}
 	if len(p) != 0 {
 		return nil, errors.New("far-future manifest: trailing bytes")
@@ -223,13 +367,19 @@ func (f *farStore) replayRecord(ent *engine.Entry) {
 }
 
 // recover opens the buckets the loaded snapshot lists (manifest nil: none)
-// after replay: each is checked block by block up to its recorded size and
-// cut back to it, its filters and counts are rebuilt, and the jobs replay
-// took back in are tombstoned. Bucket files the snapshot does not list
-// hold only jobs that the snapshot or the log hold too, and are deleted.
-// A missing or damaged bucket stops recovery with the file and offset,
-// unless --force-recovery, which keeps what precedes the damage and
-// counts what it skipped.
+// after replay. A bucket whose side file describes exactly the size the
+// snapshot recorded is not read: its counts and filters come from the side
+// file, and only its length is checked. Any other bucket — no side file, a
+// damaged or stale one, or one replay took jobs back from (their
+// tombstones lie past the recorded size, and which of them the bucket
+// still holds is only known by reading it) — is checked block by block up
+// to its recorded size, and its filters and counts are rebuilt. Each is
+// cut back to its recorded size, and the jobs replay took back in are
+// tombstoned. Bucket files the snapshot does not list hold only jobs that
+// the snapshot or the log hold too, and are deleted, with any side file
+// without a listed bucket. A missing or damaged bucket stops recovery with
+// the file and offset, unless --force-recovery, which keeps what precedes
+// the damage and counts what it skipped.
 func (f *farStore) recover(manifest []byte, snapPath string) error {
 	var listed []farListed
 	if manifest != nil {
@@ -238,75 +388,148 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 			return fmt.Errorf("snapshot %s: %w", snapPath, err)
 		}
 	}
-	keep := map[int64]bool{}
+	keep := map[farstore.ID]bool{}
+	keepSide := map[int64]bool{}
 	for _, l := range listed {
-		keep[l.start] = true
+		keep[farstore.ID{Start: l.start, Gen: l.gen}] = true
+		keepSide[l.start] = true
 	}
 	files, err := farstore.List(f.dir)
 	if err != nil {
 		return fmt.Errorf("far-future store: list %s: %w", f.dir, err)
 	}
-	for _, s := range files {
-		if !keep[s] {
-			if err := farstore.Remove(f.dir, s); err != nil {
+	sideFiles, err := farstore.ListSides(f.dir)
+	if err != nil {
+		return fmt.Errorf("far-future store: list %s: %w", f.dir, err)
+	}
+	// a generation the snapshot does not list: a rewrite that had not
+	// been switched to, or one whose old generation no snapshot needs
+	for _, id := range files {
+		if !keep[id] {
+			if err := farstore.Remove(f.dir, id.Start, id.Gen, false); err != nil {
 				return fmt.Errorf("far-future store: remove unlisted bucket: %w", err)
 			}
 		}
 	}
-	force := f.b.opts.WAL.ForceRecovery
-	for _, l := range listed {
-		bk, size, err := f.scan(l.start, l.size, f.replayed[l.start])
-		if err != nil {
-			if !force {
-				return fmt.Errorf("far-future store (listed by snapshot %s): %w; --force-recovery skips the damaged part", snapPath, err)
-			}
-			f.skippedFiles++
-			f.skippedBytes += l.size - size
-			f.b.lg.Error("far-future bucket damaged: skipping the rest of it (--force-recovery); the jobs it held are lost", "err", err, "kept_bytes", size, "skipped_bytes", l.size-size)
-			if size < farstore.HeaderSize {
-				_ = farstore.Remove(f.dir, l.start)
-				continue
+	for _, s := range sideFiles {
+		if !keepSide[s] {
+			if err := farstore.RemoveSide(f.dir, s); err != nil {
+				return fmt.Errorf("far-future store: remove unlisted side file: %w", err)
 			}
 		}
-		if bk.file, err = farstore.OpenAt(f.dir, l.start, size); err != nil {
-			return fmt.Errorf("far-future store: %w", err)
+	}
+	// the side files first: the filters of every bucket must share one
+	// seed, and the ones rebuilt below take that of the side files
+	sides := make([]*farstore.Side, len(listed))
+	var missing, stale, damaged, touched int
+	seeded := false
+	for i, l := range listed {
+		if len(f.replayed[l.start]) > 0 {
+			touched++
+			continue
+		}
+		s, err := farstore.ReadSide(f.dir, l.start)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			missing++
+			continue
+		case err != nil:
+			damaged++
+			f.b.lg.Warn("far-future store: side file damaged; reading its bucket instead", "err", err)
+			continue
+		case s.Size != l.size || s.Gen != l.gen || seeded && s.Seed != f.seed:
+			stale++
+			f.b.lg.Info("far-future store: side file describes other bytes than the snapshot lists; reading its bucket instead",
+				"bucket", farstore.Name(l.start, l.gen), "side_size", s.Size, "side_generation", s.Gen, "snapshot_size", l.size)
+			continue
+		}
+		if !seeded {
+			f.seed, seeded = s.Seed, true
+		}
+		sides[i] = s
+	}
+	force := f.b.opts.WAL.ForceRecovery
+	fromSide := 0
+	defer func() { f.fromSide = fromSide }()
+	for i, l := range listed {
+		var bk *farBucket
+		if s := sides[i]; s != nil {
+			bk = &farBucket{start: l.start, jobs: int(s.Jobs), dead: int(s.Dead), sideSize: l.size, ids: s.IDs, seqs: s.Seqs}
+			for _, q := range s.Queues {
+				f.addQueued(bk, q.Key, int(q.Jobs))
+			}
+			if bk.file, err = farstore.OpenAt(f.dir, l.start, l.gen, l.size); err == nil {
+				fromSide++
+			} else if errors.As(err, new(*farstore.DamageError)) || errors.Is(err, os.ErrNotExist) {
+				// the bucket itself is short or gone: the checks below
+				// apply the rules for damage
+				bk = nil
+			} else {
+				return fmt.Errorf("far-future store: %w", err)
+			}
+		}
+		if bk == nil {
+			var size int64
+			bk, size, err = f.scan(l.start, l.gen, l.size, f.replayed[l.start])
+			if err != nil {
+				if !force {
+					return fmt.Errorf("far-future store (listed by snapshot %s): %w; --force-recovery skips the damaged part", snapPath, err)
+				}
+				f.skippedFiles++
+				f.skippedBytes += l.size - size
+				f.b.lg.Error("far-future bucket damaged: skipping the rest of it (--force-recovery); the jobs it held are lost", "err", err, "kept_bytes", size, "skipped_bytes", l.size-size)
+				if size < farstore.HeaderSize {
+					_ = farstore.Remove(f.dir, l.start, l.gen, true)
+					continue
+				}
+			}
+			if bk.file, err = farstore.OpenAt(f.dir, l.start, l.gen, size); err != nil {
+				return fmt.Errorf("far-future store: %w", err)
+			}
 		}
 		f.buckets[l.start] = bk
 		f.nextLoad = min(f.nextLoad, l.start-f.lead)
 		f.flushBucket(bk)
 		f.on = true
-		for q, n := range bk.byQ {
-			ns, qn, _ := bytes.Cut([]byte(q), []byte{0})
-			f.b.eng.AddFar(string(ns), string(qn), int64(n))
+		for _, q := range bk.byQ {
+			ns, qn, _ := strings.Cut(q.key, "\x00")
+			f.b.eng.AddFar(ns, qn, int64(q.n))
 		}
+	}
+	if len(listed) > 0 {
+		f.b.lg.Info("far-future store: buckets opened", "buckets", len(listed), "from_side_files", fromSide,
+			"read", len(listed)-fromSide, "side_file_missing", missing, "side_file_damaged", damaged, "side_file_stale", stale, "touched_by_replay", touched)
 	}
 	f.replayed = nil
 	f.releaseFiles()
+	for _, bk := range f.buckets {
+		f.maybeRewrite(bk)
+	}
 	return nil
 }
 
 // scan reads a bucket's first size bytes into a new header; taken are
 // the jobs replay took back in. On damage it returns what it read before
 // the damaged block and that block's offset as the size to keep.
-func (f *farStore) scan(start, size int64, taken map[string]struct{}) (*farBucket, int64, error) {
-	bk := &farBucket{start: start, gone: map[string]struct{}{}, byQ: map[string]int{}}
+func (f *farStore) scan(start int64, gen uint32, size int64, taken map[string]struct{}) (*farBucket, int64, error) {
+	bk := &farBucket{start: start}
 	type entry struct {
 		q   string
 		seq uint64
 	}
 	live := map[string]entry{}
-	path := filepath.Join(f.dir, farstore.Name(start))
+	items := 0
+	path := filepath.Join(f.dir, farstore.Name(start, gen))
 	err := farstore.Read(path, size, func(off int64, item []byte) error {
 		it, err := decodeFarItem(item)
 		if err != nil {
 			return &farstore.DamageError{File: path, Offset: off, Reason: err.Error()}
 		}
+		items++
 		if it.tomb {
 			delete(live, it.key)
-			bk.gone[it.key] = struct{}{}
 			return nil
 		}
-		delete(bk.gone, it.key)
 		live[it.key] = entry{q: it.rec.Job.NS + "\x00" + it.rec.Job.Queue, seq: it.rec.Job.Seq}
 		return nil
 	})
@@ -322,17 +545,20 @@ func (f *farStore) scan(start, size int64, taken map[string]struct{}) (*farBucke
 			return nil, 0, err
 		}
 	}
+	// sized from the count: a rebuilt filter holds no slack
+	bk.ids, bk.seqs = farstore.Sized(len(live)), farstore.Sized(len(live))
+	bk.dead = items - len(live)
 	for key, e := range live {
 		bk.ids.Add(f.hash(key))
 		bk.seqs.Add(f.seqHash(e.seq))
 		if _, ok := taken[key]; ok {
 			// replay took it back in: write the tombstone the crash lost
-			bk.gone[key] = struct{}{}
 			bk.pending = append(bk.pending, append([]byte{farItemTomb}, key...))
+			bk.dead += 2
 			continue
 		}
 		bk.jobs++
-		bk.byQ[e.q]++
+		f.addQueued(bk, e.q, 1)
 	}
 	return bk, size, err
 }
@@ -366,16 +592,16 @@ func decodeFarItem(item []byte) (farItem, error) {
 
 // flushBucket appends the turn's items of a bucket as one block.
 func (f *farStore) flushBucket(bk *farBucket) {
-	if len(bk.pending) == 0 || bk.file == nil {
-		bk.pending = bk.pending[:0]
-		return
+	if len(bk.pending) > 0 && bk.file != nil {
+		if err := bk.file.Append(bk.pending); err != nil {
+			// memory now holds less than the buckets and the log say:
+			// stop writing, as a failed log write does
+			f.b.fail(fmt.Errorf("far-future store: %w", err))
+		}
 	}
-	if err := bk.file.Append(bk.pending); err != nil {
-		// memory now holds less than the buckets and the log say: stop
-		// writing, as a failed log write does
-		f.b.fail(fmt.Errorf("far-future store: %w", err))
-	}
-	bk.pending = bk.pending[:0]
+	// not kept for the next turn: the array would hold the items (job
+	// images with their payloads) of every bucket's last turn
+	bk.pending = nil
 }
 
 func (f *farStore) bucket(start int64, create bool) *farBucket {
@@ -383,12 +609,12 @@ func (f *farStore) bucket(start int64, create bool) *farBucket {
 	if bk != nil || !create {
 		return bk
 	}
-	file, err := farstore.Create(f.dir, start)
+	file, err := farstore.Create(f.dir, start, 0)
 	if err != nil {
 		f.b.lg.Error("far-future store: cannot create a bucket; its jobs stay in memory", "err", err)
 		return nil
 	}
-	bk = &farBucket{start: start, file: file, gone: map[string]struct{}{}, byQ: map[string]int{}}
+	bk = &farBucket{start: start, file: file}
 	f.buckets[start] = bk
 	f.nextLoad = min(f.nextLoad, start-f.lead)
 	return bk
@@ -428,12 +654,10 @@ func (f *farStore) handOut(now time.Time) {
 			f.dirty = append(f.dirty, bk)
 		}
 		bk.pending = append(bk.pending, item)
-		key := farKey(fj.NS, fj.Queue, fj.ID)
-		delete(bk.gone, key)
-		bk.ids.Add(f.hash(key))
+		bk.ids.Add(f.hash(farKey(fj.NS, fj.Queue, fj.ID)))
 		bk.seqs.Add(f.seqHash(fj.Seq))
 		bk.jobs++
-		bk.byQ[fj.NS+"\x00"+fj.Queue]++
+		f.addQueued(bk, fj.NS+"\x00"+fj.Queue, 1)
 	}
 	for _, bk := range f.dirty {
 		f.flushBucket(bk)
@@ -525,7 +749,7 @@ func (f *farStore) releaseFiles() {
 func (f *farStore) find(bk *farBucket, match func(*engine.Record) bool) (*engine.Record, error) {
 	var found *engine.Record
 	var foundKey string
-	path := filepath.Join(f.dir, farstore.Name(bk.start))
+	path := bk.file.Path()
 	err := farstore.Read(path, bk.file.Size(), func(off int64, item []byte) error {
 		it, err := decodeFarItem(item)
 		if err != nil {
@@ -573,19 +797,23 @@ func (f *farStore) takeIn(now time.Time, bk *farBucket, recs []engine.Record) er
 	for i := range live {
 		j := &live[i].Job
 		key := farKey(j.NS, j.Queue, j.ID)
-		bk.gone[key] = struct{}{}
+		if bk.state == bucketLoading {
+			if bk.gone == nil {
+				bk.gone = map[string]struct{}{}
+			}
+			bk.gone[key] = struct{}{}
+		}
 		if bk.state != bucketDone {
 			bk.pending = append(bk.pending, append([]byte{farItemTomb}, key...))
 		}
 		bk.jobs--
-		q := j.NS + "\x00" + j.Queue
-		if bk.byQ[q]--; bk.byQ[q] <= 0 {
-			delete(bk.byQ, q)
-		}
+		bk.dead += 2
+		f.addQueued(bk, j.NS+"\x00"+j.Queue, -1)
 		f.b.eng.AddFar(j.NS, j.Queue, -1)
 	}
 	f.flushBucket(bk)
 	f.releaseFiles()
+	f.maybeRewrite(bk)
 	return nil
 }
 
@@ -599,9 +827,6 @@ func (f *farStore) bring(now time.Time, ns, queue, id string) error {
 	h := f.hash(key)
 	for _, bk := range f.sorted() {
 		if bk.state == bucketDone || bk.jobs == 0 || !bk.ids.MayHave(h) {
-			continue
-		}
-		if _, ok := bk.gone[key]; ok {
 			continue
 		}
 		rec, err := f.find(bk, func(r *engine.Record) bool { return r.Job.ID == id && r.Job.Queue == queue && r.Job.NS == ns })
@@ -647,10 +872,10 @@ func (f *farStore) bringQueue(now time.Time, ns, queue string, tags map[string]s
 	q := ns + "\x00" + queue
 	holds := func(bk *farBucket) bool {
 		if queue != "" {
-			return bk.byQ[q] > 0
+			return bk.queued(q) > 0
 		}
-		for k := range bk.byQ {
-			if strings.HasPrefix(k, q) {
+		for _, e := range bk.byQ {
+			if strings.HasPrefix(e.key, q) {
 				return true
 			}
 		}
@@ -694,7 +919,7 @@ func (f *farStore) readAll(bk *farBucket, match func(*engine.Record) bool) ([]en
 	type at struct{ i int }
 	var out []engine.Record
 	idx := map[string]int{}
-	path := filepath.Join(f.dir, farstore.Name(bk.start))
+	path := bk.file.Path()
 	size := int64(-1)
 	if bk.file != nil {
 		size = bk.file.Size()
@@ -768,15 +993,13 @@ func (f *farStore) step(now time.Time) {
 			continue
 		}
 		bk.state = bucketLoading
-		size := bk.file.Size()
-		go f.load(bk, size)
+		go f.load(bk, bk.file.Path(), bk.file.Size())
 	}
 }
 
 const farLoadChunk = 256
 
-func (f *farStore) load(bk *farBucket, size int64) {
-	path := filepath.Join(f.dir, farstore.Name(bk.start))
+func (f *farStore) load(bk *farBucket, path string, size int64) {
 	var recs []engine.Record
 	idx := map[string]int{}
 	err := farstore.Read(path, size, func(off int64, item []byte) error {
@@ -797,6 +1020,15 @@ func (f *farStore) load(bk *farBucket, size int64) {
 		return nil
 	})
 	if err != nil {
+		// the next start must read this bucket, not trust its side file
+		// (which only says what the bucket should hold)
+		if rerr := farstore.RemoveSide(f.dir, bk.start); rerr != nil {
+			f.b.lg.Error("far-future store: removing a side file failed", "err", rerr)
+		}
+		f.b.do(context.Background(), func(time.Time) (any, error) {
+			bk.sideSize = -1 // no later snapshot writes it again
+			return nil, nil
+		})
 		f.b.lg.Error("far-future store: cannot take a bucket back in; its jobs stay out until a restart checks it", "err", err)
 		return
 	}
@@ -820,6 +1052,7 @@ func (f *farStore) load(bk *farBucket, size int64) {
 	f.b.do(context.Background(), func(time.Time) (any, error) {
 		bk.state = bucketDone
 		bk.ids, bk.seqs, bk.gone, bk.byQ = farstore.Filter{}, farstore.Filter{}, nil, nil
+		bk.pending = nil
 		return nil, nil
 	})
 }
@@ -835,6 +1068,7 @@ func (f *farStore) snapshotDone() {
 	}
 	f.pinQ = kept
 	for s, bk := range f.buckets {
+		f.dropOldGens(bk)
 		if bk.state != bucketDone {
 			continue
 		}
@@ -842,8 +1076,11 @@ func (f *farStore) snapshotDone() {
 			continue
 		}
 		bk.file.Close()
-		if err := farstore.Remove(f.dir, s); err != nil {
+		if err := farstore.Remove(f.dir, s, bk.file.Gen(), true); err != nil {
 			f.b.lg.Warn("far-future store: removing a bucket taken back in failed", "err", err)
+		}
+		for _, o := range bk.old {
+			_ = farstore.Remove(f.dir, s, o.gen, false)
 		}
 		delete(f.buckets, s)
 	}
@@ -876,8 +1113,11 @@ func (f *farStore) pinned(seg uint32) bool {
 	return false
 }
 
-// close closes the bucket files (after the final snapshot).
+// close closes the bucket files (after the final snapshot) and waits for
+// the side files being written.
 func (f *farStore) close() {
+	f.sideWG.Wait()
+	f.rwWG.Wait()
 	for _, bk := range f.buckets {
 		if bk.file != nil {
 			bk.file.Close()
@@ -949,7 +1189,7 @@ func (f *farStore) bringEarliest(now time.Time, ns, queue string) (int, error) {
 	}
 	q := ns + "\x00" + queue
 	for _, bk := range f.sorted() {
-		if bk.state == bucketDone || bk.byQ[q] == 0 {
+		if bk.state == bucketDone || bk.queued(q) == 0 {
 			continue
 		}
 		recs, err := f.readAll(bk, func(r *engine.Record) bool { return r.Job.Queue == queue && r.Job.NS == ns })
@@ -959,6 +1199,36 @@ func (f *farStore) bringEarliest(now time.Time, ns, queue string) (int, error) {
 		return len(recs), f.takeIn(now, bk, recs)
 	}
 	return 0, nil
+}
+
+// bringForKick takes back, before a kick of n jobs of a queue (rule 3),
+// the far jobs the kick needs: whole buckets in time order until they
+// hold as many of the queue's jobs as the delayed jobs in memory fall
+// short of n. The kick then picks the soonest n as usual; what it leaves
+// goes out again.
+func (f *farStore) bringForKick(now time.Time, ns, queue string, n int) error {
+	if !f.on || len(f.buckets) == 0 {
+		return nil
+	}
+	short := f.b.eng.FarKickShort(ns, queue, n)
+	q := ns + "\x00" + queue
+	for _, bk := range f.sorted() {
+		if short <= 0 {
+			break
+		}
+		if bk.state == bucketDone || bk.queued(q) == 0 {
+			continue
+		}
+		recs, err := f.readAll(bk, func(r *engine.Record) bool { return r.Job.Queue == queue && r.Job.NS == ns })
+		if err != nil {
+			return farUnavailable(err)
+		}
+		if err := f.takeIn(now, bk, recs); err != nil {
+			return err
+		}
+		short -= len(recs)
+	}
+	return nil
 }
 
 // farCursor starts the cursors of listing pages that continue into the
@@ -999,7 +1269,7 @@ func (f *farStore) list(now time.Time, ns, queue string, req engine.ListRequest)
 		limit = engine.DefaultListLimit
 	}
 	q := ns + "\x00" + queue
-	holds := func(bk *farBucket) bool { return bk.start >= from && bk.state != bucketDone && bk.byQ[q] > 0 }
+	holds := func(bk *farBucket) bool { return bk.start >= from && bk.state != bucketDone && bk.queued(q) > 0 }
 	buckets := f.sorted()
 	for _, bk := range buckets {
 		if !holds(bk) {

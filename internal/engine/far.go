@@ -26,6 +26,7 @@ type farState struct {
 	horizon int64 // ms; 0: nothing goes out
 	cand    []farCand
 	count   map[uint32]uint64 // queue index → far jobs
+	total   uint64            // far jobs of every queue (--max-jobs counts them)
 }
 
 type farCand struct {
@@ -148,6 +149,7 @@ func (e *Engine) FarTake(jobs []FarJob) int {
 			e.far.count = map[uint32]uint64{}
 		}
 		e.far.count[q.idx]++
+		e.far.total++
 		n++
 	}
 	return n
@@ -217,13 +219,18 @@ func (e *Engine) AddFar(ns, queue string, delta int64) {
 	if e.far.count == nil {
 		e.far.count = map[uint32]uint64{}
 	}
-	v := int64(e.far.count[q.idx]) + delta
-	if v <= 0 {
+	old := e.far.count[q.idx]
+	v := max(int64(old)+delta, 0)
+	e.far.total = e.far.total - old + uint64(v)
+	if v == 0 {
 		delete(e.far.count, q.idx)
 		return
 	}
 	e.far.count[q.idx] = uint64(v)
 }
+
+// FarTotal is how many jobs of every queue are in the far store.
+func (e *Engine) FarTotal() uint64 { return e.far.total }
 
 // FarCount is how many of a queue's jobs are in the far store.
 func (e *Engine) FarCount(ns, queue string) uint64 {
@@ -286,4 +293,18 @@ func (e *Engine) IdempotentID(ns, queue, key string) (string, bool) {
 		return "", false
 	}
 	return ie.id, true
+}
+
+// FarKickShort is how many of the n jobs a kick of the queue would move
+// must come from the far store: a kick moves dead jobs when the queue has
+// any, else its soonest delayed ones, and the far jobs are due after the
+// delayed jobs in memory (they went out for being due beyond the horizon).
+// A delayed job in memory that is due even later (a keyed one, one with a
+// TTL) counts as sooner.
+func (e *Engine) FarKickShort(ns, queue string, n int) int {
+	q := e.lookupQueue(ns, queue)
+	if q == nil || n <= 0 || len(q.dead.s) > 0 || e.far.count[q.idx] == 0 {
+		return 0
+	}
+	return max(n-int(q.counts.Delayed), 0)
 }

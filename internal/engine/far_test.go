@@ -106,3 +106,30 @@ func TestSetFarHorizonNotesJobsAlreadyDelayed(t *testing.T) {
 		t.Fatalf("handed out %v, want a", items)
 	}
 }
+
+// TestFarJobsCountTowardMaxJobs: the node's job budget (SetMaxJobs) counts
+// the jobs handed out to the far store, and what AddFar adds or takes.
+func TestFarJobsCountTowardMaxJobs(t *testing.T) {
+	f := newFixture(t)
+	f.e.SetFarHorizon(time.Hour)
+	f.e.SetMaxJobs(3)
+	for _, id := range []string{"a", "b", "c"} {
+		f.put("q", PutRequest{ID: id, Delay: dur(2 * time.Hour)})
+	}
+	farOut(f)
+	if f.e.Jobs() != 0 || f.e.FarTotal() != 3 {
+		t.Fatalf("%d in memory, %d far", f.e.Jobs(), f.e.FarTotal())
+	}
+	if _, err := f.e.Put(f.now, "default", "q", PutRequest{ID: "d", Payload: []byte("x")}); CodeOf(err) != CodeQueueFull {
+		t.Fatalf("put beyond the budget with every job far: %v", err)
+	}
+	f.e.AddFar("default", "q", -1) // one left its bucket
+	if f.e.FarTotal() != 2 {
+		t.Fatalf("far total %d after AddFar(-1)", f.e.FarTotal())
+	}
+	f.put("q", PutRequest{ID: "d"})
+	f.e.AddFar("default", "q", -5) // never below zero
+	if f.e.FarTotal() != 0 || f.e.FarCount("default", "q") != 0 {
+		t.Fatalf("far total %d, count %d", f.e.FarTotal(), f.e.FarCount("default", "q"))
+	}
+}

@@ -203,7 +203,8 @@ func (e *Engine) preparePut(t *target, req *PutRequest, plan *putPlan) (planned,
 		}
 	}
 
-	if e.maxJobs > 0 && !plan.ofAck && uint64(e.jobs.live)+uint64(plan.n) >= e.maxJobs {
+	// jobs in the far store count: the budget is the node's (far.go)
+	if e.maxJobs > 0 && !plan.ofAck && uint64(e.jobs.live)+e.far.total+uint64(plan.n) >= e.maxJobs {
 		return out, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("the server is full: it holds its maximum of %d jobs (--max-jobs)", e.maxJobs)}
 	}
 

@@ -7,7 +7,8 @@
 //
 // # File format
 //
-// A bucket lives in DIR/<bucket start, unix ms>.bkt:
+// A bucket lives in DIR/<bucket start, unix ms>.bkt, or, once rewritten
+// (generation g > 0), in DIR/<bucket start>.<g>.bkt:
 //
 //	file   = header block*
 //	header = magic "CHQFAR01" | start i64 | crc u32   (20 bytes)
@@ -25,6 +26,13 @@
 // a recorded size must validate: a short file, a bad header or a block
 // whose CRC does not match is damage, reported as a *DamageError naming the
 // file and the offset.
+//
+// A bucket that collected many dead items (jobs taken back, their
+// tombstones) is rewritten into a file of the next generation holding only
+// its live items; the snapshot names the generation it covers, so a
+// generation no snapshot lists is ignored (and deleted) by a recovery, and
+// an old one is deleted once no kept snapshot lists it (the broker,
+// internal/broker/far.go, decides when).
 package farstore
 
 import (
@@ -70,12 +78,23 @@ func (e *DamageError) Error() string {
 
 func (e *DamageError) Unwrap() error { return ErrDamaged }
 
-// Name is the file name of the bucket starting at start (unix ms).
-func Name(start int64) string { return strconv.FormatInt(start, 10) + suffix }
+// Name is the file name of generation gen of the bucket starting at start
+// (unix ms).
+func Name(start int64, gen uint32) string {
+	if gen == 0 {
+		return strconv.FormatInt(start, 10) + suffix
+	}
+	return strconv.FormatInt(start, 10) + "." + strconv.FormatUint(uint64(gen), 10) + suffix
+}
 
-// List returns the bucket starts of the bucket files in dir (none when dir
-// does not exist).
-func List(dir string) ([]int64, error) {
+// ID names one bucket file: its bucket's start and its generation.
+type ID struct {
+	Start int64
+	Gen   uint32
+}
+
+// List returns the bucket files in dir (none when dir does not exist).
+func List(dir string) ([]ID, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -83,15 +102,26 @@ func List(dir string) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []int64
+	var out []ID
 	for _, e := range ents {
 		base, ok := strings.CutSuffix(e.Name(), suffix)
 		if !ok {
 			continue
 		}
-		if v, err := strconv.ParseInt(base, 10, 64); err == nil {
-			out = append(out, v)
+		st, g, hasGen := strings.Cut(base, ".")
+		v, err := strconv.ParseInt(st, 10, 64)
+		if err != nil {
+			continue
 		}
+		id := ID{Start: v}
+		if hasGen {
+			gen, err := strconv.ParseUint(g, 10, 32)
+			if err != nil || gen == 0 {
+				continue
+			}
+			id.Gen = uint32(gen)
+		}
+		out = append(out, id)
 	}
 	return out, nil
 }
@@ -116,19 +146,26 @@ func blockCRC(off int64, length, count uint32, payload []byte) uint32 {
 // descriptor may be released between writes (Release): a year of hourly
 // buckets must not hold thousands of descriptors; it is reopened on demand.
 type File struct {
-	f     *os.File // nil while released
-	path  string
+	f *os.File // nil while released
+	// the path is made when needed: kept, it would cost a string per
+	// bucket for as long as the bucket lives
+	dir   string
+	start int64
+	gen   uint32
 	size  int64
 	dirty bool
 }
+
+// Gen is the file's generation.
+func (f *File) Gen() uint32 { return f.gen }
 
 func (f *File) ensure() error {
 	if f.f != nil {
 		return nil
 	}
-	fd, err := os.OpenFile(f.path, os.O_WRONLY, 0o600)
+	fd, err := os.OpenFile(f.Path(), os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("farstore: reopen %s: %w", f.path, err)
+		return fmt.Errorf("farstore: reopen %s: %w", f.Path(), err)
 	}
 	f.f = fd
 	return nil
@@ -148,13 +185,21 @@ func (f *File) Release() error {
 	return err
 }
 
-// Create makes a new, empty bucket file (an existing one is replaced) and
-// syncs its directory, so the name survives a crash once the data does.
-func Create(dir string, start int64) (*File, error) {
+// Create makes a new, empty bucket file of generation gen (an existing one
+// is replaced) and syncs its directory, so the name survives a crash once
+// the data does.
+func Create(dir string, start int64, gen uint32) (*File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("farstore: %w", err)
 	}
-	path := filepath.Join(dir, Name(start))
+	// a side file left by an earlier file of this start and generation
+	// (one a crash left unlisted) could describe the same size by chance;
+	// the next snapshot writes the side file anew. The directory sync
+	// below makes the removal durable too.
+	if err := RemoveSide(dir, start); err != nil {
+		return nil, fmt.Errorf("farstore: %w", err)
+	}
+	path := filepath.Join(dir, Name(start, gen))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("farstore: %w", err)
@@ -167,42 +212,33 @@ func Create(dir string, start int64) (*File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &File{f: f, path: path, size: HeaderSize, dirty: true}, nil
+	return &File{f: f, dir: dir, start: start, gen: gen, size: HeaderSize, dirty: true}, nil
 }
 
 // OpenAt opens an existing bucket for appending after its first size
 // bytes, cutting off whatever lies beyond (bytes no snapshot covers). The
-// caller has checked those bytes (Read).
-func OpenAt(dir string, start, size int64) (*File, error) {
-	path := filepath.Join(dir, Name(start))
-	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
+// caller has checked those bytes (Read) or trusts them (a side file). The
+// descriptor is opened by the first write: a restart with a year of
+// buckets opens none of them.
+func OpenAt(dir string, start int64, gen uint32, size int64) (*File, error) {
+	path := filepath.Join(dir, Name(start, gen))
+	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("farstore: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("farstore: %w", err)
 	}
 	if st.Size() < size {
-		f.Close()
 		return nil, &DamageError{File: path, Offset: st.Size(), Reason: fmt.Sprintf("file ends at %d bytes, the snapshot covers %d", st.Size(), size)}
 	}
 	if st.Size() > size {
-		if err := f.Truncate(size); err != nil {
-			f.Close()
+		if err := os.Truncate(path, size); err != nil {
 			return nil, fmt.Errorf("farstore: cut %s back to %d bytes: %w", path, size, err)
 		}
 	}
-	if _, err := f.Seek(size, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("farstore: %w", err)
-	}
-	return &File{f: f, path: path, size: size, dirty: st.Size() > size}, nil
+	return &File{dir: dir, start: start, gen: gen, size: size, dirty: st.Size() > size}, nil
 }
 
 // Path is the file's path.
-func (f *File) Path() string { return f.path }
+func (f *File) Path() string { return filepath.Join(f.dir, Name(f.start, f.gen)) }
 
 // Size is how many bytes have been written.
 func (f *File) Size() int64 { return f.size }
@@ -230,7 +266,7 @@ func (f *File) Append(items [][]byte) error {
 		return err
 	}
 	if _, err := f.f.WriteAt(b, f.size); err != nil {
-		return fmt.Errorf("farstore: write %s: %w", f.path, err)
+		return fmt.Errorf("farstore: write %s: %w", f.Path(), err)
 	}
 	f.size += int64(len(b))
 	f.dirty = true
@@ -246,7 +282,7 @@ func (f *File) Sync() error {
 		return err
 	}
 	if err := f.f.Sync(); err != nil {
-		return fmt.Errorf("farstore: sync %s: %w", f.path, err)
+		return fmt.Errorf("farstore: sync %s: %w", f.Path(), err)
 	}
 	f.dirty = false
 	return nil
@@ -262,6 +298,13 @@ func (f *File) Close() error { return f.Release() }
 // read with a *DamageError; a missing file is reported as such (wrapping
 // os.ErrNotExist).
 func Read(path string, size int64, fn func(blockOff int64, item []byte) error) error {
+	return ReadFrom(path, 0, size, fn)
+}
+
+// ReadFrom is Read of the blocks from offset from (0, or the end of a
+// block: a size recorded earlier) up to size; the header is checked only
+// when from is 0.
+func ReadFrom(path string, from, size int64, fn func(blockOff int64, item []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("farstore: %w", err)
@@ -283,17 +326,19 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 		return &DamageError{File: path, Offset: 0, Reason: fmt.Sprintf("%d bytes is shorter than the header", size)}
 	}
 	r := io.NewSectionReader(f, 0, size)
-	hb := make([]byte, HeaderSize)
-	if _, err := io.ReadFull(r, hb); err != nil {
-		return fmt.Errorf("farstore: read %s: %w", path, err)
+	off := max(from, HeaderSize)
+	if from <= 0 {
+		hb := make([]byte, HeaderSize)
+		if _, err := io.ReadFull(r, hb); err != nil {
+			return fmt.Errorf("farstore: read %s: %w", path, err)
+		}
+		if [8]byte(hb[:8]) != magic {
+			return &DamageError{File: path, Offset: 0, Reason: "bad magic"}
+		}
+		if crc32.Checksum(hb[:16], castagnoli) != binary.LittleEndian.Uint32(hb[16:]) {
+			return &DamageError{File: path, Offset: 0, Reason: "header checksum mismatch"}
+		}
 	}
-	if [8]byte(hb[:8]) != magic {
-		return &DamageError{File: path, Offset: 0, Reason: "bad magic"}
-	}
-	if crc32.Checksum(hb[:16], castagnoli) != binary.LittleEndian.Uint32(hb[16:]) {
-		return &DamageError{File: path, Offset: 0, Reason: "header checksum mismatch"}
-	}
-	off := int64(HeaderSize)
 	var bh [blockHeaderSize]byte
 	var buf []byte
 	for off < size {
@@ -344,9 +389,16 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 	return nil
 }
 
-// Remove deletes a bucket file (a missing one is not an error).
-func Remove(dir string, start int64) error {
-	err := os.Remove(filepath.Join(dir, Name(start)))
+// Remove deletes generation gen of a bucket, and with the side file when
+// side (a missing one is not an error). The side file goes first: one
+// left without its bucket is swept at the next start.
+func Remove(dir string, start int64, gen uint32, side bool) error {
+	if side {
+		if err := RemoveSide(dir, start); err != nil {
+			return err
+		}
+	}
+	err := os.Remove(filepath.Join(dir, Name(start, gen)))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
 func write(t *testing.T, dir string, blocks ...[]string) *File {
 	t.Helper()
-	f, err := Create(dir, 3600000)
+	f, err := Create(dir, 3600000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestAppendReadAndCutBack(t *testing.T) {
 		t.Fatalf("read %v %v", got, err)
 	}
 	// reopening at a recorded size cuts what lies beyond
-	g, err := OpenAt(dir, 3600000, size)
+	g, err := OpenAt(dir, 3600000, 0, size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestAppendReadAndCutBack(t *testing.T) {
 	if err != nil || fmt.Sprint(got) != "[a bb ccc d]" {
 		t.Fatalf("after cut back: %v %v", got, err)
 	}
-	if starts, _ := List(dir); len(starts) != 1 || starts[0] != 3600000 {
+	if starts, _ := List(dir); len(starts) != 1 || starts[0] != (ID{Start: 3600000}) {
 		t.Fatalf("list %v", starts)
 	}
 }
@@ -106,7 +107,7 @@ func TestDamageNamesFileAndOffset(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if _, err := readAll(filepath.Join(t.TempDir(), Name(1)), -1); !errors.Is(err, os.ErrNotExist) {
+	if _, err := readAll(filepath.Join(t.TempDir(), Name(1, 0)), -1); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
@@ -129,4 +130,102 @@ func TestFilterHasNoFalseNegatives(t *testing.T) {
 		t.Fatalf("%d false positives in 10000", fp)
 	}
 	t.Logf("%d false positives in 10000, %d bytes for 10000 keys", fp, f.Bytes())
+}
+
+func TestSideRoundTripAndDamage(t *testing.T) {
+	dir := t.TempDir()
+	s := &Side{Start: 3600000, Size: 1234, Gen: 3, Seed: 99, Jobs: 300, Dead: 7, Queues: []QueueCount{{"default\x00q", 200}, {"default\x00r", 100}}}
+	for i := uint64(0); i < 300; i++ {
+		s.IDs.Add(Hash(s.Seed, fmt.Sprint("id", i)))
+		s.Seqs.Add(HashUint64(s.Seed, i))
+	}
+	if err := WriteSide(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSide(dir, 3600000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Size != 1234 || got.Gen != 3 || got.Seed != 99 || got.Jobs != 300 || got.Dead != 7 || fmt.Sprint(got.Queues) != fmt.Sprint(s.Queues) {
+		t.Fatalf("read back %+v", got)
+	}
+	for i := uint64(0); i < 300; i++ {
+		if !got.IDs.MayHave(Hash(99, fmt.Sprint("id", i))) || !got.Seqs.MayHave(HashUint64(99, i)) {
+			t.Fatalf("key %d lost", i)
+		}
+	}
+	if got.IDs.Bytes() != s.IDs.Bytes() {
+		t.Fatalf("filter of %d bytes read back as %d", s.IDs.Bytes(), got.IDs.Bytes())
+	}
+	path := filepath.Join(dir, SideName(3600000))
+	good, _ := os.ReadFile(path)
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"torn", good[:len(good)-3]},
+		{"bit flip", func() []byte { b := append([]byte(nil), good...); b[40] ^= 1; return b }()},
+		{"empty", nil},
+	} {
+		if err := os.WriteFile(path, c.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var de *DamageError
+		if _, err := ReadSide(dir, 3600000); !errors.As(err, &de) || de.File != path {
+			t.Fatalf("%s side file: %v", c.name, err)
+		}
+	}
+	// a side file read for another bucket is refused
+	if err := os.WriteFile(filepath.Join(dir, SideName(7200000)), good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSide(dir, 7200000); err == nil {
+		t.Fatal("side file of bucket 3600000 accepted for 7200000")
+	}
+	if _, err := ReadSide(dir, 1); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing side file: %v", err)
+	}
+	// Create drops a side file left by an earlier bucket of its start
+	if _, err := Create(dir, 7200000, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSide(dir, 7200000); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("side file after Create: %v", err)
+	}
+}
+
+func TestGenerationsAndRangedRead(t *testing.T) {
+	dir := t.TempDir()
+	f := write(t, dir, []string{"a"})
+	g, err := Create(dir, 3600000, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Append([][]byte{[]byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	mid := g.Size()
+	if err := g.Append([][]byte{[]byte("c"), []byte("d")}); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	f.Close()
+	ids, err := List(dir)
+	slices.SortFunc(ids, func(a, b ID) int { return int(a.Gen) - int(b.Gen) })
+	if err != nil || fmt.Sprint(ids) != "[{3600000 0} {3600000 2}]" {
+		t.Fatalf("list %v %v", ids, err)
+	}
+	if g.Path() != filepath.Join(dir, "3600000.2.bkt") || g.Gen() != 2 {
+		t.Fatalf("generation 2 at %s", g.Path())
+	}
+	var got []string
+	if err := ReadFrom(g.Path(), mid, -1, func(_ int64, it []byte) error { got = append(got, string(it)); return nil }); err != nil || fmt.Sprint(got) != "[c d]" {
+		t.Fatalf("read from %d: %v %v", mid, got, err)
+	}
+	if err := Remove(dir, 3600000, 2, false); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := List(dir); len(ids) != 1 || ids[0].Gen != 0 {
+		t.Fatalf("after removing generation 2: %v", ids)
+	}
 }
