@@ -174,9 +174,19 @@ func caughtUp(t *testing.T, n *tcpNet, lead *Broker, lagger uint64) {
 		o, _ := lb.ClusterStatus()
 		return o.Applied == a.Applied && o.SnapshotsInstalled > 0
 	})
-	h1, a1, _ := memberHash(t, lead)
-	h2, a2, _ := memberHash(t, lb)
-	if a1 != a2 || h1 != h2 {
+	// The two hashes are taken one after the other, each on its member's
+	// loop: an entry can commit in between (on a loaded machine the 10 ms
+	// ticks cost a leader change now and then, and a new leader appends an
+	// empty entry), so they are compared once both were taken at the same
+	// applied index.
+	var h1, h2 [32]byte
+	var a1, a2 uint64
+	waitUntil(t, "the leader and the caught-up follower hashed at the same entry", func() bool {
+		h1, a1, _ = memberHash(t, lead)
+		h2, a2, _ = memberHash(t, lb)
+		return a1 == a2
+	})
+	if h1 != h2 {
 		t.Fatalf("follower at entry %d hashes %x, the leader at %d %x", a2, h2[:6], a1, h1[:6])
 	}
 	files, _ := filepath.Glob(filepath.Join(lb.opts.Dir, "raft-snapshot-*.recv"))

@@ -63,6 +63,9 @@ func (b *Broker) AddMember(ctx context.Context, id uint64, addr string) (MemberC
 	}
 	var idx uint64
 	var err error
+	if e := b.awaitCaughtUp(ctx); e != nil {
+		return MemberChange{}, e
+	}
 	if e := b.onLoop(ctx, func() { idx, err = b.cl.node.AddLearner(id, addr) }); e != nil {
 		return MemberChange{}, e
 	}
@@ -93,6 +96,9 @@ func (b *Broker) RemoveMember(ctx context.Context, id uint64) (MemberChange, err
 	// Raft's view of which voters answer is reset every election timeout
 	// and refilled by their next answers: a refusal for a lost quorum is
 	// asked again for a moment before it stands.
+	if e := b.awaitCaughtUp(ctx); e != nil {
+		return MemberChange{}, e
+	}
 	for try := 0; ; try++ {
 		if e := b.onLoop(ctx, func() { idx, warn, err = b.cl.node.RemoveMember(id) }); e != nil {
 			return MemberChange{}, e
@@ -118,6 +124,28 @@ func (b *Broker) RemoveMember(ctx context.Context, id uint64) (MemberChange, err
 		}
 		return true
 	})
+}
+
+// awaitCaughtUp waits (at most holdCatchUp, as the loop holds a client's
+// request) while this member was just elected and has not committed an
+// entry of its term, so that a membership change sent to it a moment after
+// an election is not refused "catching up".
+func (b *Broker) awaitCaughtUp(ctx context.Context) error {
+	deadline := time.Now().Add(holdCatchUp)
+	for {
+		var catching bool
+		if err := b.onLoop(ctx, func() { catching = b.cl.node.CatchingUp() }); err != nil {
+			return err
+		}
+		if !catching || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // the change itself answers
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // waitChange waits until the conf change at idx is applied and done says

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,4 +210,84 @@ func TestClusterLeaderHandsOverOnClose(t *testing.T) {
 		}
 	}
 	t.Fatalf("no other member leads right after the leader stopped")
+}
+
+// filterTransport sends what drop lets through.
+type filterTransport struct {
+	memTransport
+	drop func(m raftpb.Message) bool
+}
+
+func (t filterTransport) Send(msgs []raftpb.Message) {
+	var out []raftpb.Message
+	for _, m := range msgs {
+		if !t.drop(m) {
+			out = append(out, m)
+		}
+	}
+	t.memTransport.Send(out)
+}
+
+// A membership change sent to a leader that was just elected and has not
+// committed an entry of its term yet waits for that, as a client request
+// does (holdCatchUp), instead of being refused "catching up".
+func TestClusterMemberChangeWaitsForNewLeaderCatchUp(t *testing.T) {
+	dir := t.TempDir()
+	n := &memNet{members: map[uint64]*Broker{}, down: map[uint64]bool{}}
+	var hold atomic.Bool
+	// While hold is set, the answers to appends reach only member 1, so a
+	// new leader elected then cannot commit; heartbeats still answer (it
+	// keeps leading).
+	drop := func(m raftpb.Message) bool {
+		return hold.Load() && m.Type == raftpb.MsgAppResp && m.To != 1
+	}
+	for id := uint64(1); id <= 3; id++ {
+		b, err := Open(Options{
+			Dir: filepath.Join(dir, fmt.Sprint(id)), Logger: quiet,
+			WAL:     wal.Options{Sync: wal.SyncNever, Logger: quiet},
+			Cluster: &ClusterOptions{ID: id, Peers: []uint64{1, 2, 3}, Transport: filterTransport{memTransport{n, id}, drop}, TickInterval: 10 * time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.mu.Lock()
+		n.members[id] = b
+		n.down[id] = false
+		n.mu.Unlock()
+		defer b.Close()
+	}
+	// Member 1 leads, then hands over while the new leader cannot commit.
+	for {
+		lead := n.leader(t, 0)
+		if st, _ := lead.ClusterStatus(); st.ID == 1 {
+			break
+		}
+		lead.TransferLeadership(context.Background())
+	}
+	hold.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n.members[1].TransferLeadership(ctx)
+	var nl *Broker
+	for nl == nil && ctx.Err() == nil {
+		for id := uint64(2); id <= 3; id++ {
+			if st, _ := n.members[id].ClusterStatus(); st.Role == "Leader" {
+				nl = n.members[id]
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if nl == nil {
+		t.Fatal("no new leader")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := nl.RemoveMember(ctx, 1)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	hold.Store(false)
+	if err := <-done; err != nil {
+		t.Fatalf("removing member 1 through the new leader that was catching up: %v", err)
+	}
 }

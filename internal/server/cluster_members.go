@@ -119,6 +119,11 @@ func (p *clusterPart) removeMemberHandler(s *Server) http.Handler {
 // this member (removing). It answers whether it answered the request.
 func (p *clusterPart) forwardAdmin(s *Server, w http.ResponseWriter, r *http.Request, removing uint64) bool {
 	lead, self := s.b.ClusterLeader()
+	if lead == 0 {
+		// In an election (after a leader change, or a kill): wait for the
+		// next leader as a client request does (forward.go).
+		lead, self = p.awaitLeader(s, r)
+	}
 	if self && removing != 0 && removing == p.cfg.NodeID {
 		if r.Header.Get(forwardedHeader) != "" {
 			writeClusterError(w, http.StatusServiceUnavailable, "not_leader", "leadership moved back to the member being removed; retry")

@@ -204,16 +204,8 @@ func (p *clusterPart) serveLocal(s *Server, next http.Handler, w http.ResponseWr
 			attempt < handOverAttempts && (body == nil || !body.over) && r.Context().Err() == nil
 		var lead uint64
 		var self bool
-		for retry {
-			lead, self = s.b.ClusterLeader()
-			if lead != 0 && (!self || attempt > 1 || time.Since(deadline.Add(-handOverWait)) > 50*time.Millisecond) {
-				break
-			}
-			if time.Now().After(deadline) {
-				retry = false
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
+		if retry {
+			lead, self, retry = handOverTarget(s.b.ClusterLeader, code, attempt, deadline)
 		}
 		if !retry {
 			rw.release()
@@ -234,6 +226,35 @@ func (p *clusterPart) serveLocal(s *Server, next http.Handler, w http.ResponseWr
 			p.proxy(s, target).ServeHTTP(w, r)
 			return
 		}
+	}
+}
+
+// handOverTarget waits (polling leader every 5 ms, until deadline) for
+// where a request refused with code on its attempt-th run goes next: the
+// leader another member now is (self false), or this member (self true).
+// A not_leader refusal while this member still names itself leader means
+// leadership is moving away (raft refuses proposals while a transfer is
+// under way, and names the target): running it here again would be
+// refused again for as long as the transfer takes — longer than a few
+// quick re-runs on a loaded machine — so it waits for the new leader, and
+// runs here again only if this member still leads at the deadline (raft
+// gave the transfer up). A no_quorum refusal while this member leads runs
+// here again after a 50 ms pause (the election's round trip is over). ok
+// is false when no leader is known by the deadline.
+func handOverTarget(leader func() (uint64, bool), code string, attempt int, deadline time.Time) (lead uint64, self, ok bool) {
+	started := deadline.Add(-handOverWait)
+	for {
+		lead, self = leader()
+		switch {
+		case lead != 0 && !self:
+			return lead, false, true
+		case lead != 0 && code != string(cluster.CodeNotLeader) && (attempt > 1 || time.Since(started) > 50*time.Millisecond):
+			return lead, true, true
+		}
+		if time.Now().After(deadline) {
+			return lead, self, lead != 0
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

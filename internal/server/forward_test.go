@@ -32,6 +32,60 @@ func TestErrorCode(t *testing.T) {
 	}
 }
 
+// leaderSeq is a member's view of the leader, one answer per poll: the
+// first n polls name this member (id 1), the rest name then.
+func leaderSeq(n int, then uint64) func() (uint64, bool) {
+	calls := 0
+	return func() (uint64, bool) {
+		if calls++; calls <= n {
+			return 1, true
+		}
+		return then, then == 1
+	}
+}
+
+// A leader that refused a request not_leader because it is handing
+// leadership over still names itself leader until the transfer is done
+// (which takes a while on a loaded machine): the request waits for the new
+// leader instead of running here again — that run would be refused too,
+// and after a few the client saw not_leader during a rolling restart.
+func TestHandOverWaitsOutATransfer(t *testing.T) {
+	deadline := time.Now().Add(handOverWait)
+	lead, self, ok := handOverTarget(leaderSeq(40, 3), "not_leader", 1, deadline)
+	if lead != 3 || self || !ok {
+		t.Fatalf("refused not_leader while the transfer to node 3 ran: went to node %d (self %v, ok %v), want node 3", lead, self, ok)
+	}
+	// Also on a later attempt.
+	lead, self, ok = handOverTarget(leaderSeq(40, 3), "not_leader", 2, deadline)
+	if lead != 3 || self || !ok {
+		t.Fatalf("attempt 2: went to node %d (self %v, ok %v), want node 3", lead, self, ok)
+	}
+}
+
+func TestHandOverTarget(t *testing.T) {
+	const soon = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		leader   func() (uint64, bool)
+		code     string
+		attempt  int
+		wait     time.Duration // the deadline is this far off
+		lead     uint64
+		self, ok bool
+	}{
+		{"no_quorum while this member leads: here again", leaderSeq(1<<30, 1), "no_quorum", 1, handOverWait, 1, true, true},
+		{"no_quorum, another leader", leaderSeq(0, 2), "no_quorum", 1, handOverWait, 2, false, true},
+		{"a transfer raft gave up: here again at the deadline", leaderSeq(1<<30, 1), "not_leader", 1, soon, 1, true, true},
+		{"no leader known by the deadline", leaderSeq(0, 0), "not_leader", 1, soon, 0, false, false},
+		{"no leader known by the deadline (no_quorum)", leaderSeq(0, 0), "no_quorum", 2, soon, 0, false, false},
+	} {
+		lead, self, ok := handOverTarget(tc.leader, tc.code, tc.attempt, time.Now().Add(tc.wait))
+		if lead != tc.lead || self != tc.self || ok != tc.ok {
+			t.Errorf("%s: (%d, %v, %v), want (%d, %v, %v)", tc.name, lead, self, ok, tc.lead, tc.self, tc.ok)
+		}
+	}
+}
+
 // fwdCA is a CA for the forwarding tests, with its certificate in a file.
 type fwdCA struct {
 	*testbin.CA

@@ -287,3 +287,46 @@ func (c *clusterT) leaderAmong(ns []*node, within time.Duration) *node {
 	c.t.Fatalf("no leader among the remaining members within %s", within)
 	return nil
 }
+
+// TestRemoveDeadLeaderDuringElection: the leader is killed and, while the
+// survivors know no leader yet, an operator removes it through a
+// survivor's admin listener. The request waits for the election (as a
+// client request does, docs/cluster.md "What a client sees during a
+// failover") instead of being refused no_quorum, and reaches the new
+// leader, which just won and may still be catching up with the log.
+func TestRemoveDeadLeaderDuringElection(t *testing.T) {
+	c := startCluster(t)
+	c.leader(15 * time.Second)
+	dead := c.settled(10 * time.Second)
+	var f *node
+	for _, n := range c.nodes {
+		if n != dead {
+			f = n
+			break
+		}
+	}
+	c.kill(dead)
+	sawNoLeader := false
+	for until := time.Now().Add(2 * time.Second); time.Now().Before(until); {
+		if st, err := f.status(); err == nil && st.Leader != dead.id {
+			sawNoLeader = st.Leader == 0
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	out, err := cli(t, "cluster", "remove", strconv.FormatUint(dead.id, 10), "--admin-url", "http://"+f.admin)
+	if err != nil {
+		t.Fatalf("chronoq cluster remove %d through node %d right after the kill (it knew no leader: %v): %v %s", dead.id, f.id, sawNoLeader, err, out)
+	}
+	var want []string
+	for _, n := range c.nodes {
+		if n != dead {
+			want = append(want, fmt.Sprintf("%d=voter", n.id))
+		}
+	}
+	waitFor(t, 10*time.Second, "the survivors apply the removal", func() (bool, string) {
+		st, err := f.memberStatus()
+		return err == nil && st.roles() == strings.Join(want, ","), fmt.Sprintf("%s %v", st.roles(), err)
+	})
+	t.Logf("removed the killed leader %d through node %d (it knew no leader when asked: %v)", dead.id, f.id, sawNoLeader)
+}

@@ -150,6 +150,10 @@ func (c *clusterT) settled(within time.Duration) *node {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	for _, n := range c.nodes {
+		st, err := n.status()
+		c.t.Logf("node %d: %+v %v; output:\n%s", n.id, st, err, n.out.String())
+	}
 	c.t.Fatalf("the nodes did not agree on a leader within %s", within)
 	return nil
 }
