@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/memhint"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -21,7 +22,9 @@ import (
 // CHRONOQ_RESTART_DIR=D instead reopens the existing data directory D
 // (e.g. what `KEEP=1 bench/scale.sh` leaves) without writing a snapshot,
 // so it can be timed again and again; CHRONOQ_RESTART_CPUPROFILE=F writes
-// a CPU profile of that reopening to F.
+// a CPU profile of that reopening to F, and CHRONOQ_RESTART_HINTS=M loads
+// with the slab memory hints M (memhint.Mode: 0 none, 1 huge pages, 2
+// pre-fault, 3 both, the default).
 // Not run by default: it is a measurement, not a check.
 func TestRestartTime(t *testing.T) {
 	if dir := os.Getenv("CHRONOQ_RESTART_DIR"); dir != "" {
@@ -109,6 +112,15 @@ func TestRestartTime(t *testing.T) {
 }
 
 func reopenForTiming(t *testing.T, dir string) {
+	if h := os.Getenv("CHRONOQ_RESTART_HINTS"); h != "" {
+		// 0 none, 1 huge pages, 2 pre-fault, 3 both (memhint.Mode)
+		m, err := strconv.Atoi(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func(old memhint.Mode) { slabHints = old }(slabHints)
+		slabHints = memhint.Mode(m)
+	}
 	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}, SnapshotBytes: 1 << 40}
 	if path := os.Getenv("CHRONOQ_RESTART_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
