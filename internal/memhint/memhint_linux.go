@@ -11,6 +11,9 @@ import (
 // kernel without MADV_POPULATE_WRITE or with huge pages disabled just
 // leaves the loader to fault the memory in itself.
 func Prepare(regions [][]byte, mode Mode, stop <-chan struct{}) {
+	// the regions' memory must stay allocated while the kernel is told
+	// about it by address
+	defer runtime.KeepAlive(regions)
 	if mode&HugePages != 0 {
 		// on the merged runs: a huge page needs 2 MiB of the run aligned
 		// to 2 MiB, which one slab chunk alone often does not cover
@@ -20,9 +23,6 @@ func Prepare(regions [][]byte, mode Mode, stop <-chan struct{}) {
 			}
 		}
 	}
-	// the regions' memory must stay allocated while the kernel is told
-	// about it by address
-	defer runtime.KeepAlive(regions)
 	if mode&Populate == 0 {
 		return
 	}
