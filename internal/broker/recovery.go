@@ -295,10 +295,11 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 	eng := engine.New(engine.Options{ReserveLimit: limit})
 	eng.StartBulkLoad()
 	var far []byte
-	// The metadata entry (first) sizes the slab for the snapshot's jobs;
-	// then a goroutine asks the kernel to back that memory (huge pages,
-	// faulted in ahead) while this one copies records into it, so the copy
-	// stops taking a page fault per 4 KiB (internal/memhint).
+	// The metadata entry (first) sizes the slab (and the delayed arrays)
+	// for the snapshot's jobs; then a goroutine asks the kernel to back
+	// that memory (huge pages, faulted in ahead) while this one copies
+	// records into it, so the copy stops taking a page fault per 4 KiB
+	// (internal/memhint).
 	hinted := false
 	var hinting sync.WaitGroup
 	stopHints := make(chan struct{})
@@ -321,8 +322,9 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 		eng.FinishBulkLoad()
 		eng.Apply(d.ent)
 		eng.StartBulkLoad()
-		if mem := eng.UnusedSlab(); !hinted && len(mem) > 0 && slabHints != 0 {
+		if !hinted && slabHints != 0 {
 			hinted = true
+			mem := eng.LoadMemory()
 			hinting.Add(1)
 			go func() {
 				defer hinting.Done()

@@ -717,17 +717,30 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 	return nil
 }
 
-// UnusedSlab returns the memory of the slab chunks no job has been given
-// yet (the ones reserve made for a snapshot's jobs), in slot order, so
-// that a loader can ask the operating system to back them ahead of the
-// copy (huge pages, pre-faulting: internal/memhint) instead of taking a
-// page fault every 4 KiB on the loading goroutine. The bytes must not be
-// read or written through these slices: they are the engine's.
-func (e *Engine) UnusedSlab() [][]byte {
+// LoadMemory returns the memory a bulk load is about to fill: the slab
+// chunks no job has been given yet (the ones reserve made for a
+// snapshot's jobs), in slot order, then the spare room of the delayed
+// arrays StartBulkLoad sized alike. A loader can ask the operating system
+// to back it ahead of the copy (huge pages, pre-faulting: internal/memhint)
+// instead of taking a page fault every 4 KiB on the loading goroutine.
+// The bytes must not be read or written through these slices: they are
+// the engine's.
+func (e *Engine) LoadMemory() [][]byte {
 	var mem [][]byte
 	for c := int(e.jobs.next >> chunkBits); c < len(e.jobs.chunks); c++ {
 		ch := e.jobs.chunks[c]
+		if c == int(e.jobs.next>>chunkBits) {
+			ch = ch[e.jobs.next&(chunkSize-1):]
+		}
 		mem = append(mem, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ch))), len(ch)*jobSize))
+	}
+	if d := e.delayed.s; e.bulk.on && cap(d) > len(d) {
+		d = d[len(d):cap(d)]
+		mem = append(mem, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d))), len(d)*4))
+	}
+	if a := e.bulk.at; e.bulk.on && cap(a) > len(a) {
+		a = a[len(a):cap(a)]
+		mem = append(mem, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), len(a)*8))
 	}
 	return mem
 }

@@ -344,3 +344,41 @@ func TestBulkLoadBuildsTheTagIndex(t *testing.T) {
 		t.Fatalf("cancel by tag: %d (%v) before, %d (%v) after a bulk load", a, err1, b, err2)
 	}
 }
+
+// LoadMemory names the memory a bulk load is about to fill once the
+// snapshot's metadata has sized the slab: room for every job of the
+// snapshot, and nothing of the slab once they are all in.
+func TestLoadMemory(t *testing.T) {
+	f := newFixture(t)
+	hour := time.Hour
+	for i := 0; i < 3*chunkSize/2; i++ {
+		f.put("a", PutRequest{Delay: &hour})
+	}
+	items := chunkItems(t, f.e, 4096)
+	r := New(Options{Seed: 7, ReserveLimit: 1 << 30})
+	r.StartBulkLoad()
+	if err := r.LoadItem(items[0]); err != nil { // the metadata
+		t.Fatal(err)
+	}
+	size := func() (n int) {
+		for _, m := range r.LoadMemory() {
+			n += len(m)
+		}
+		return n
+	}
+	if n, want := size(), f.e.Jobs()*(jobSize+4+8); n < want {
+		t.Fatalf("%d bytes named for %d jobs, want at least %d", n, f.e.Jobs(), want)
+	}
+	for _, b := range items[1:] {
+		if err := r.LoadItem(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := size(); n >= chunkSize*jobSize {
+		t.Fatalf("%d bytes still named after the load", n)
+	}
+	r.FinishBulkLoad()
+	if r.Jobs() != f.e.Jobs() {
+		t.Fatalf("%d jobs, want %d", r.Jobs(), f.e.Jobs())
+	}
+}
