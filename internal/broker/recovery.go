@@ -207,8 +207,15 @@ func (b *Broker) retireLater(seg, from, to uint32, reason, file string, offset i
 }
 
 // slabHints are the memory hints a snapshot load gives for the slab it
-// fills (a variable so the restart measurement can compare them).
-var slabHints = memhint.HugePages | memhint.Populate
+// fills, when it fills at least slabHintsMin bytes (variables so the
+// restart measurement can compare them). Below that they did not pay:
+// reopening 10 M jobs (0.7 GB named) took 0.2–0.6 s more system CPU with
+// huge pages, while at 100 M (6.8 GB) huge pages and pre-faulting saved 18
+// of 49 s of CPU (docs/benchmarks.md, "Restart at 100 M jobs").
+var (
+	slabHints    = memhint.HugePages | memhint.Populate
+	slabHintsMin = 2 << 30
+)
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 	eng, pos, _, err := loadSnapshotFar(path)
@@ -325,6 +332,13 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 		if !hinted && slabHints != 0 {
 			hinted = true
 			mem := eng.LoadMemory()
+			n := 0
+			for _, m := range mem {
+				n += len(m)
+			}
+			if n < slabHintsMin {
+				continue
+			}
 			hinting.Add(1)
 			go func() {
 				defer hinting.Done()
