@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/memhint"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -21,7 +22,9 @@ import (
 // CHRONOQ_RESTART_DIR=D instead reopens the existing data directory D
 // (e.g. what `KEEP=1 bench/scale.sh` leaves) without writing a snapshot,
 // so it can be timed again and again; CHRONOQ_RESTART_CPUPROFILE=F writes
-// a CPU profile of that reopening to F.
+// a CPU profile of that reopening to F, and CHRONOQ_RESTART_HINTS=M loads
+// with the slab memory hints M (memhint.Mode: 0 none, 1 huge pages, 2
+// pre-fault, 3 both, the default above 2 GiB) at any size.
 // Not run by default: it is a measurement, not a check.
 func TestRestartTime(t *testing.T) {
 	if dir := os.Getenv("CHRONOQ_RESTART_DIR"); dir != "" {
@@ -109,6 +112,15 @@ func TestRestartTime(t *testing.T) {
 }
 
 func reopenForTiming(t *testing.T, dir string) {
+	if h := os.Getenv("CHRONOQ_RESTART_HINTS"); h != "" {
+		// 0 none, 1 huge pages, 2 pre-fault, 3 both (memhint.Mode)
+		m, err := strconv.Atoi(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func(old memhint.Mode, min int) { slabHints, slabHintsMin = old, min }(slabHints, slabHintsMin)
+		slabHints, slabHintsMin = memhint.Mode(m), 0
+	}
 	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}, SnapshotBytes: 1 << 40}
 	if path := os.Getenv("CHRONOQ_RESTART_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
@@ -143,4 +155,53 @@ func dirSize(t *testing.T, dir string) int64 {
 		}
 	}
 	return n
+}
+
+// A snapshot load with the memory hints on (at any size here) gives the
+// same jobs back: the hints run beside the copy and change no byte.
+func TestReopenWithMemoryHints(t *testing.T) {
+	defer func(old memhint.Mode, min int) { slabHints, slabHintsMin = old, min }(slabHints, slabHintsMin)
+	slabHints, slabHintsMin = memhint.HugePages|memhint.Populate, 0
+	dir := t.TempDir()
+	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}}
+	b, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hour := time.Hour
+	var ids []string
+	for put := 0; put < 5000; put += 500 {
+		batch := make([]engine.PutRequest, 500)
+		for i := range batch {
+			batch[i] = engine.PutRequest{Payload: []byte(strconv.Itoa(put + i)), Tags: map[string]string{"n": strconv.Itoa(i % 3)}}
+			if i%2 == 0 {
+				batch[i].Delay = &hour
+			}
+		}
+		res, err := b.PutBatch(ctx, "default", "q", batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.recovered.Records != 0 || b.eng.Jobs() != len(ids) {
+		t.Fatalf("%d jobs (%d log records replayed), want %d from the snapshot alone", b.eng.Jobs(), b.recovered.Records, len(ids))
+	}
+	for i, id := range ids {
+		j, err := b.Peek(ctx, "default", "q", id)
+		if err != nil || j.Tags["n"] != strconv.Itoa(i%500%3) {
+			t.Fatalf("job %d: %+v, %v", i, j, err)
+		}
+	}
 }

@@ -286,3 +286,99 @@ func checkBulk(t *testing.T, f *fixture, plain, bulk *Engine) {
 		t.Fatalf("%d jobs left after a plain load, %d after a bulk load", plain.Jobs(), bulk.Jobs())
 	}
 }
+
+// A bulk load builds the tag index at the end, each tag's set at once:
+// every tagged job of the snapshot is in the set of each of its tags and
+// nothing else is, as after a plain load, including tags that jobs of
+// several chunks and states share.
+func TestBulkLoadBuildsTheTagIndex(t *testing.T) {
+	f := chunkFixture(t) // tagged jobs among reserved, dead, completed ones
+	hour := time.Hour
+	for i := 0; i < 2000; i++ {
+		req := PutRequest{}
+		switch {
+		case i%3 == 0:
+			req.Tags = map[string]string{"tenant": fmt.Sprint(i % 7)}
+		case i%5 == 0:
+			req.Tags = map[string]string{"tenant": fmt.Sprint(i % 7), "kind": fmt.Sprint(i % 2)}
+			req.Delay = &hour
+		}
+		f.put(fmt.Sprint("q", i%3), req)
+	}
+	for _, j := range f.take(10, "q0") { // taken: tagged jobs in the reservation table
+		if j.ID == "" {
+			t.Fatal("took a job without an id")
+		}
+	}
+	items := chunkItems(t, f.e, 128)
+	r := New(Options{Seed: 7})
+	r.StartBulkLoad()
+	for i, b := range items {
+		if err := r.LoadItem(b); err != nil {
+			t.Fatalf("item %d: %v", i, err)
+		}
+	}
+	r.FinishBulkLoad()
+	if err := r.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.tagIndex) != len(f.e.tagIndex) || len(f.e.tagIndex) < 10 {
+		t.Fatalf("%d tags after a bulk load, %d before", len(r.tagIndex), len(f.e.tagIndex))
+	}
+	for k, set := range f.e.tagIndex {
+		got := r.tagIndex[k]
+		if len(got) != len(set) {
+			t.Fatalf("tag %q: %d jobs after a bulk load, %d before", k, len(got), len(set))
+		}
+		for slot := range set {
+			if _, ok := got[r.findSlot(t, f.e, slot)]; !ok {
+				t.Fatalf("tag %q: job %s missing after a bulk load", k, f.e.jobID(slot))
+			}
+		}
+	}
+	// and the index serves: cancelling by tag finds the same jobs
+	filter := Filter{Tags: map[string]string{"tenant": "3", "kind": "1"}}
+	a, err1 := f.e.CancelByFilter(f.now, "default", "q1", filter)
+	b, err2 := r.CancelByFilter(f.now, "default", "q1", filter)
+	if err1 != nil || err2 != nil || a == 0 || a != b {
+		t.Fatalf("cancel by tag: %d (%v) before, %d (%v) after a bulk load", a, err1, b, err2)
+	}
+}
+
+// LoadMemory names the memory a bulk load is about to fill once the
+// snapshot's metadata has sized the slab: room for every job of the
+// snapshot, and nothing of the slab once they are all in.
+func TestLoadMemory(t *testing.T) {
+	f := newFixture(t)
+	hour := time.Hour
+	for i := 0; i < 3*chunkSize/2; i++ {
+		f.put("a", PutRequest{Delay: &hour})
+	}
+	items := chunkItems(t, f.e, 4096)
+	r := New(Options{Seed: 7, ReserveLimit: 1 << 30})
+	r.StartBulkLoad()
+	if err := r.LoadItem(items[0]); err != nil { // the metadata
+		t.Fatal(err)
+	}
+	size := func() (n int) {
+		for _, m := range r.LoadMemory() {
+			n += len(m)
+		}
+		return n
+	}
+	if n, want := size(), f.e.Jobs()*(jobSize+4+8); n < want {
+		t.Fatalf("%d bytes named for %d jobs, want at least %d", n, f.e.Jobs(), want)
+	}
+	for _, b := range items[1:] {
+		if err := r.LoadItem(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := size(); n >= chunkSize*jobSize {
+		t.Fatalf("%d bytes still named after the load", n)
+	}
+	r.FinishBulkLoad()
+	if r.Jobs() != f.e.Jobs() {
+		t.Fatalf("%d jobs, want %d", r.Jobs(), f.e.Jobs())
+	}
+}
