@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -57,9 +59,30 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// FreeAddr is a loopback address with a port nothing listens on now.
+// FreeAddr is a loopback address with a port nothing listens on now and
+// that no earlier call in this process handed out. A port the kernel
+// chooses for ":0" comes from the ephemeral range, where it may be chosen
+// again at once (a cluster test once got the same port for one node's HTTP
+// listener and another node's peer listener) or taken by any outgoing
+// connection before the server binds it; so ports are drawn at random
+// below that range, checked by listening, and remembered.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		if handed[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handed[port] = true
+		return l.Addr().String()
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +90,11 @@ func FreeAddr(t testing.TB) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
 
 // Output collects a server's stdout and stderr for failure reports; safe
 // for the process's writers and the test reading it at once.
