@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,17 +13,11 @@ import (
 
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/server"
+	"github.com/chronoq/chronoq/internal/testbin"
 )
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freePort: testbin.FreeAddr says why not a closed ":0" listener.
+func freePort(t *testing.T) string { return testbin.FreeAddr(t) }
 
 func clusterConfig(t *testing.T, id uint64, peers map[uint64]string) server.Config {
 	cfg := testConfig(t)

@@ -149,6 +149,10 @@ func TestPartitionedLeaderCommitsNothing(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if next == nil {
+		for _, n := range c.nodes {
+			st, err := n.status()
+			t.Logf("node %d: %+v %v; output:\n%s", n.id, st, err, n.out.String())
+		}
 		t.Fatal("the majority elected no leader")
 	}
 	for i := 0; i < 20; i++ {
