@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/chronoq/chronoq/internal/cluster"
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/testbin"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -60,12 +60,7 @@ func (t tcpTransport) Send(msgs []raftpb.Message) {
 func newTCPNet(t *testing.T, maxMsg int) *tcpNet {
 	n := &tcpNet{members: map[uint64]*Broker{}, trs: map[uint64]*cluster.Transport{}, down: map[uint64]bool{}, addrs: map[uint64]string{}, maxMsg: maxMsg}
 	for id := uint64(1); id <= 3; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.addrs[id] = ln.Addr().String()
-		ln.Close()
+		n.addrs[id] = testbin.FreeAddr(t)
 	}
 	return n
 }

@@ -68,6 +68,15 @@ func Build(dir string) (string, error) {
 // below that range, checked by listening, and remembered.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// FreePort is FreeAddr's port, for callers without a testing.TB.
+func FreePort() (int, error) {
 	handedMu.Lock()
 	defer handedMu.Unlock()
 	for range 200 {
@@ -81,14 +90,14 @@ func FreeAddr(t testing.TB) string {
 		}
 		l.Close()
 		handed[port] = true
-		return l.Addr().String()
+		return port, nil
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, fmt.Errorf("no free loopback port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 var (

@@ -24,6 +24,7 @@ import (
 
 	"github.com/chronoq/chronoq/internal/api/beanstalk"
 	"github.com/chronoq/chronoq/internal/broker"
+	"github.com/chronoq/chronoq/internal/testbin"
 	"github.com/chronoq/chronoq/internal/wal"
 )
 
@@ -202,14 +203,13 @@ func (s *target) exec() {
 	}
 }
 
+// freePort: testbin.FreePort says why not a closed ":0" listener.
 func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testbin.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
+	return strconv.Itoa(port)
 }
 
 // client is a raw protocol connection.

@@ -101,14 +101,8 @@ type server struct {
 	err  error
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort: testbin.FreePort says why not a closed ":0" listener.
+func freePort() (int, error) { return testbin.FreePort() }
 
 // deadPort returns a loopback port where connections are accepted and
 // closed at once, without a byte: what a client sees of a WebSocket

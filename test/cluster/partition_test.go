@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/testbin"
 )
 
 // linkProxy forwards one direction of peer traffic (node from dials node
@@ -235,12 +237,6 @@ func TestPartitionedLeaderCommitsNothing(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr: testbin.FreeAddr says why not a closed ":0" listener (the
+// proxies listen on ":0" after the nodes' ports are chosen).
+func freeAddr(t *testing.T) string { return testbin.FreeAddr(t) }

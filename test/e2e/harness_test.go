@@ -137,14 +137,8 @@ func (s *server) withToken(tok string) *server {
 	return &c
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort: testbin.FreePort says why not a closed ":0" listener.
+func freePort() (int, error) { return testbin.FreePort() }
 
 func newClient(timeout time.Duration) *http.Client {
 	return &http.Client{
