@@ -327,12 +327,7 @@ func (e *Engine) listSeq(q *queue, f *Filter, mask uint8, after *listKey, limit 
 		lo := b.idx << seqPageBits
 		p := e.seqs.page(b.idx)
 		for seq := max(lo, start); seq < lo+seqPageLen && left > 0; seq++ {
-			var slot uint32
-			if p != nil {
-				slot = p.slots[seq-lo]
-			} else {
-				slot = e.seqOverLookup(seq)
-			}
+			slot := e.blockSlot(p, lo, seq)
 			if slot == noSlot {
 				continue
 			}
@@ -401,12 +396,7 @@ func (e *Engine) listQueueDelayed(q *queue, f *Filter, mask uint8, after *listKe
 		lo := b.idx << seqPageBits
 		p := e.seqs.page(b.idx)
 		for seq := lo; seq < lo+seqPageLen && left > 0; seq++ {
-			var slot uint32
-			if p != nil {
-				slot = p.slots[seq-lo]
-			} else {
-				slot = e.seqOverLookup(seq)
-			}
+			slot := e.blockSlot(p, lo, seq)
 			if slot == noSlot {
 				continue
 			}
@@ -576,4 +566,13 @@ func (f *frontier) pop() int {
 		f.pos[c], f.pos[m] = f.pos[m], f.pos[c]
 		c = m
 	}
+}
+
+// blockSlot is the slot of sequence number seq in the block starting at
+// lo, whose page p is nil once it dissolved into the overflow table.
+func (e *Engine) blockSlot(p *seqPage, lo, seq uint64) uint32 {
+	if p != nil {
+		return p.slots[seq-lo]
+	}
+	return e.seqOverLookup(seq)
 }

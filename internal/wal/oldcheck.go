@@ -113,25 +113,32 @@ func (l *Log) CheckSegment(num uint32) (int64, error) {
 
 // readForCheck reads a whole segment file into checkBuf (l.checkMu held).
 func (l *Log) readForCheck(path string) ([]byte, error) {
+	data, _, err := readWhole(path, &l.checkBuf, maxSegmentSize)
+	return data, err
+}
+
+// readWhole reads the first limit bytes of a file into *buf (grown when
+// short) and says how large the file is.
+func readWhole(path string, buf *[]byte, limit int64) (data []byte, fileSize int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	size := min(st.Size(), maxSegmentSize)
-	if int64(cap(l.checkBuf)) < size {
-		l.checkBuf = make([]byte, size)
+	size := min(st.Size(), limit)
+	if int64(cap(*buf)) < size {
+		*buf = make([]byte, size)
 	}
-	data := l.checkBuf[:size]
+	data = (*buf)[:size]
 	n, err := f.ReadAt(data, 0)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
-		return nil, err
+		return nil, st.Size(), err
 	}
-	return data, nil
+	return data, st.Size(), nil
 }
 
 // readHeaderOnly reads the header of segment num and its size. herr says

@@ -294,33 +294,16 @@ func (r *replayer) noteUnreplayed(num uint32) error {
 	return nil
 }
 
-// readSegment reads a whole segment file into the reusable buffer.
+// readSegment reads a whole segment file into the reusable buffer; a file
+// larger than this package writes is read only as far as its header, which
+// is enough to report it.
 func (r *replayer) readSegment(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, size, err := readWhole(path, &r.l.readBuf, maxSegmentSize)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size := st.Size()
 	if size > maxSegmentSize {
-		// Not something this package writes; reading only the header is
-		// enough to report it.
-		size = HeaderSize
-	}
-	if int64(cap(r.l.readBuf)) < size {
-		r.l.readBuf = make([]byte, size)
-	}
-	data := r.l.readBuf[:size]
-	n, err := f.ReadAt(data, 0)
-	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
-		return nil, err
-	}
-	if st.Size() > maxSegmentSize {
-		return data, errTooLarge
+		return data[:min(int64(len(data)), HeaderSize)], errTooLarge
 	}
 	return data, nil
 }
