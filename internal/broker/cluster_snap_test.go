@@ -40,6 +40,20 @@ func memberHash(t *testing.T, b *Broker) (h [32]byte, applied uint64, firstSeg u
 	return h, applied, firstSeg
 }
 
+// membersDiffer says how members 2 and 3 differ from member 1 (applied
+// entry or state hash), or "" when all three hold the same state at the
+// same entry.
+func membersDiffer(t *testing.T, members map[uint64]*Broker) string {
+	t.Helper()
+	want, at, _ := memberHash(t, members[1])
+	for id := uint64(2); id <= 3; id++ {
+		if h, applied, _ := memberHash(t, members[id]); applied != at || h != want {
+			return fmt.Sprintf("member %d at entry %d hashes %x, member 1 at %d %x", id, applied, h[:6], at, want[:6])
+		}
+	}
+	return ""
+}
+
 func (n *memNet) openSnap(t *testing.T, dir string, id uint64) *Broker {
 	t.Helper()
 	b, err := Open(Options{
@@ -120,17 +134,8 @@ func TestClusterLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var want [32]byte
-	var at uint64
-	for id := uint64(1); id <= 3; id++ {
-		h, applied, _ := memberHash(t, net.members[id])
-		if id == 1 {
-			want, at = h, applied
-			continue
-		}
-		if applied != at || h != want {
-			t.Fatalf("member %d at entry %d hashes %x, member 1 at %d %x", id, applied, h[:6], at, want[:6])
-		}
+	if d := membersDiffer(t, net.members); d != "" {
+		t.Fatal(d)
 	}
 	// The follower's payload references point into its own files: it
 	// serves every job once it leads.

@@ -549,14 +549,7 @@ func TestFarHandOutWaitsForSnapshotWalk(t *testing.T) {
 // reports heap in use per job once they are all in buckets. Not run by
 // default: it is a measurement, not a check.
 func TestFarMemoryPerJob(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_FAR_JOBS"))
-	if n == 0 {
-		t.Skip("set CHRONOQ_FAR_JOBS=N to measure the memory of N far jobs")
-	}
-	span := 168 * time.Hour
-	if v, err := time.ParseDuration(os.Getenv("CHRONOQ_FAR_SPAN")); err == nil {
-		span = v
-	}
+	n, span := farMeasureSize(t, "CHRONOQ_FAR_JOBS", "the memory of N far jobs")
 	dir := t.TempDir()
 	clk := &testClock{t: farT0}
 	b, err := Open(Options{Dir: dir, Logger: quiet, Clock: clk.now, FarHorizon: time.Hour, SnapshotBytes: 1 << 40, SnapshotInterval: 1000 * time.Hour,
@@ -800,14 +793,7 @@ func TestFarJobsListed(t *testing.T) {
 // closes the broker (final snapshot) and reports how long Open takes. Not
 // run by default: it is a measurement on the real clock.
 func TestFarRestartTime(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("CHRONOQ_FAR_RESTART_JOBS"))
-	if n == 0 {
-		t.Skip("set CHRONOQ_FAR_RESTART_JOBS=N to measure a restart with N far jobs")
-	}
-	span := 168 * time.Hour
-	if v, err := time.ParseDuration(os.Getenv("CHRONOQ_FAR_SPAN")); err == nil {
-		span = v
-	}
+	n, span := farMeasureSize(t, "CHRONOQ_FAR_RESTART_JOBS", "a restart with N far jobs")
 	dir := t.TempDir()
 	clk := &testClock{t: farT0}
 	open := func() *Broker {
@@ -1367,4 +1353,20 @@ func TestFarManifestVersion1(t *testing.T) {
 	if _, err := decodeFarManifest([]byte{farManifestMagic, 3, 0}); err == nil {
 		t.Fatal("version 3 accepted")
 	}
+}
+
+// farMeasureSize reads a far-store measurement's size: N jobs from the
+// variable env (the test is skipped without it) spread over
+// CHRONOQ_FAR_SPAN (default a week).
+func farMeasureSize(t *testing.T, env, what string) (n int, span time.Duration) {
+	t.Helper()
+	n, _ = strconv.Atoi(os.Getenv(env))
+	if n == 0 {
+		t.Skipf("set %s=N to measure %s", env, what)
+	}
+	span = 168 * time.Hour
+	if v, err := time.ParseDuration(os.Getenv("CHRONOQ_FAR_SPAN")); err == nil {
+		span = v
+	}
+	return n, span
 }
