@@ -11,7 +11,7 @@
 #
 # Usage: bench/scale.sh [N]        (N default 100000000)
 # Knobs (environment): DATA (/var/tmp/chronoq-scale; emptied first) SYNC
-# (always) FILL_CONNS (8) PROBE (10s) CHRONOQ_BIN (a prebuilt server;
+# (always) FILL_CONNS (8) PROBE (10s) LATENESS (30s) CHRONOQ_BIN (a prebuilt server;
 # default: built from this tree) KEEP (1: leave the data directory).
 # Never run two at once: the ports and the machine's memory are shared.
 set -euo pipefail
@@ -23,6 +23,7 @@ DATA=${DATA:-/var/tmp/chronoq-scale}
 SYNC=${SYNC:-always}
 FILL_CONNS=${FILL_CONNS:-8}
 PROBE=${PROBE:-10s}
+LATENESS=${LATENESS:-30s}
 HTTP=127.0.0.1:17787 ADMIN=127.0.0.1:17788
 BIN=${CHRONOQ_BIN:-}
 if [[ -z $BIN ]]; then
@@ -65,7 +66,7 @@ start
 trap 'kill -TERM $PID 2>/dev/null || true' EXIT
 echo "scale: server pid $PID, data $DATA, $N jobs" >&2
 "$BIN" bench --scenario scale --addr "$HTTP" --admin-addr "$ADMIN" --jobs "$N" \
-	--fill-conns "$FILL_CONNS" --probe "$PROBE" --json >"$DATA.bench.json"
+	--fill-conns "$FILL_CONNS" --probe "$PROBE" --lateness "$LATENESS" --json >"$DATA.bench.json"
 cat "$DATA.bench.json"
 stop
 DISK=$(du -sb "$DATA" | cut -f1)

@@ -89,6 +89,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.IntVar(&scale.Conns, "fill-conns", 8, "scale: connections sending batches while filling")
 	fs.StringVar(&scale.AdminAddr, "admin-addr", "127.0.0.1:7778", "scale: the server's admin listener (metrics, pprof, backup)")
 	fs.DurationVar(&scale.Probe, "probe", 10*time.Second, "scale: how long each latency probe runs")
+	fs.DurationVar(&scale.Lateness, "lateness", 30*time.Second, "scale: how long the activation-lateness probe runs (64 connections, delays 1–3 s: ~30 samples a second)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), cliUsage, prog, plotLine, plotText)
 		for _, t := range Targets() {

@@ -267,7 +267,7 @@ func TestScaleSmall(t *testing.T) {
 	s := newServer(t)
 	const n = 2500
 	cfg := bench.ScaleConfig{Addr: strings.TrimPrefix(s.url, "http://"), AdminAddr: strings.TrimPrefix(s.admin, "http://"),
-		Jobs: n, Conns: 3, Batch: 400, Probe: 300 * time.Millisecond, ProbeConn: 2, Queue: "scale"}
+		Jobs: n, Conns: 3, Batch: 400, Probe: 300 * time.Millisecond, Lateness: 300 * time.Millisecond, ProbeConn: 2, Queue: "scale"}
 	res, err := bench.RunScale(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

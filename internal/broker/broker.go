@@ -59,6 +59,9 @@ type Options struct {
 type Observer interface {
 	Commit(entries, bytes int, d time.Duration)
 	Snapshot(d time.Duration)
+	// SnapshotRunning says a snapshot began (true) or ended, written or
+	// not (false), so a scrape can tell a quiet node from one writing one.
+	SnapshotRunning(on bool)
 	FirstTake(ns, queue string, waited time.Duration)
 	Lateness(d time.Duration)
 	Publication()
@@ -68,6 +71,7 @@ type nopObserver struct{}
 
 func (nopObserver) Commit(int, int, time.Duration)          {}
 func (nopObserver) Snapshot(time.Duration)                  {}
+func (nopObserver) SnapshotRunning(bool)                    {}
 func (nopObserver) FirstTake(string, string, time.Duration) {}
 func (nopObserver) Lateness(time.Duration)                  {}
 func (nopObserver) Publication()                            {}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -348,6 +349,56 @@ func TestCompactionDoesNotCascadeSnapshots(t *testing.T) {
 		j, err := b.Peek(ctx, "default", "slow", id)
 		if err != nil || string(j.Data) != fmt.Sprint("pinned ", i) {
 			t.Fatalf("pinned job %d after compaction: %v %q", i, err, j.Data)
+		}
+	}
+}
+
+// snapRunningLog records SnapshotRunning calls in order.
+type snapRunningLog struct {
+	nopObserver
+	mu    sync.Mutex
+	calls []bool
+	ended int
+}
+
+func (l *snapRunningLog) SnapshotRunning(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, on)
+}
+
+func (l *snapRunningLog) Snapshot(time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended++
+}
+
+// The running flag (chronoq_snapshot_running) must go up when a snapshot
+// begins and down when it is written, so a scrape never shows a quiet node
+// as snapshotting or the other way round.
+func TestSnapshotRunningBracketsEachSnapshot(t *testing.T) {
+	obs := &snapRunningLog{}
+	b, err := Open(Options{Dir: t.TempDir(), Logger: quiet, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(context.Background(), "default", "q", engine.PutRequest{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil { // writes the final snapshot
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.ended == 0 {
+		t.Fatal("no snapshot was written on close")
+	}
+	if len(obs.calls) != 2*obs.ended {
+		t.Fatalf("SnapshotRunning calls %v for %d snapshots; want one true and one false each", obs.calls, obs.ended)
+	}
+	for i, on := range obs.calls {
+		if on != (i%2 == 0) {
+			t.Fatalf("SnapshotRunning calls %v: want true, false alternating", obs.calls)
 		}
 	}
 }

@@ -119,11 +119,13 @@ func (s *snapshotter) begin(b *Broker) error {
 	}
 	s.w, s.iter, s.started = w, b.eng.Snapshot(), b.now()
 	b.sink.written = 0
+	b.opts.Observer.SnapshotRunning(true)
 	return nil
 }
 
 func (s *snapshotter) abort(b *Broker, err error) {
 	b.lg.Error("snapshot failed", "err", err)
+	b.opts.Observer.SnapshotRunning(false)
 	s.w.Abort()
 	s.iter, s.w = nil, nil
 	s.lastErr = b.now()
@@ -131,6 +133,7 @@ func (s *snapshotter) abort(b *Broker, err error) {
 }
 
 func (s *snapshotter) finish(b *Broker, err error) {
+	b.opts.Observer.SnapshotRunning(false)
 	s.backupsTaken(b, err)
 	if err != nil {
 		b.lg.Error("snapshot: commit failed", "err", err)
@@ -196,6 +199,7 @@ func (s *snapshotter) final(b *Broker, _ time.Time) error {
 			break
 		}
 		if err := s.w.Add(item); err != nil {
+			b.opts.Observer.SnapshotRunning(false)
 			s.w.Abort()
 			return fmt.Errorf("snapshot: %w", err)
 		}

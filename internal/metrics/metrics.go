@@ -32,6 +32,7 @@ type Metrics struct {
 	batch       prometheus.Histogram
 	walBytes    prometheus.Counter
 	snapshot    prometheus.Histogram
+	snapRunning prometheus.Gauge
 	jobWait     *prometheus.HistogramVec
 	lateness    prometheus.Histogram
 	pubs        prometheus.Counter
@@ -70,6 +71,9 @@ func New(maxQueues int, queues QueueSource) *Metrics {
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "chronoq_snapshot_seconds", Help: "Time to write one snapshot.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}),
+		snapRunning: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chronoq_snapshot_running", Help: "1 while a snapshot is being written, else 0.",
+		}),
 		jobWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "chronoq_job_wait_seconds", Help: "Time from a job's activation to its first delivery (produce→consume latency).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 22),
@@ -86,7 +90,7 @@ func New(maxQueues int, queues QueueSource) *Metrics {
 		}, []string{"event"}),
 		guard: labelGuard{max: maxQueues, seen: map[string]bool{}},
 	}
-	m.reg.MustRegister(m.requests, m.connections, m.fsync, m.batch, m.walBytes, m.snapshot,
+	m.reg.MustRegister(m.requests, m.connections, m.fsync, m.batch, m.walBytes, m.snapshot, m.snapRunning,
 		m.jobWait, m.lateness, m.pubs, m.damage, realtimeCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&queueCollector{m: m, source: queues})
@@ -122,6 +126,15 @@ func (m *Metrics) Commit(entries, bytes int, d time.Duration) {
 
 // Snapshot records one finished snapshot.
 func (m *Metrics) Snapshot(d time.Duration) { m.snapshot.Observe(d.Seconds()) }
+
+// SnapshotRunning sets chronoq_snapshot_running.
+func (m *Metrics) SnapshotRunning(on bool) {
+	if on {
+		m.snapRunning.Set(1)
+	} else {
+		m.snapRunning.Set(0)
+	}
+}
 
 // FirstTake records a job's produce→consume latency.
 func (m *Metrics) FirstTake(ns, queue string, waited time.Duration) {
