@@ -12,7 +12,8 @@
 # Usage: bench/scale.sh [N]        (N default 100000000)
 # Knobs (environment): DATA (/var/tmp/chronoq-scale; emptied first) SYNC
 # (always) FILL_CONNS (8) PROBE (10s) LATENESS (30s) CHRONOQ_BIN (a prebuilt server;
-# default: built from this tree) KEEP (1: leave the data directory).
+# default: built from this tree) KEEP (1: leave the data directory)
+# SERVE_FLAGS (more `chronoq serve` flags, e.g. "--far-horizon 1h").
 # Never run two at once: the ports and the machine's memory are shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 start() {
 	"$BIN" serve --data "$DATA" --http "$HTTP" --admin "$ADMIN" --beanstalk "" \
-		--sync "$SYNC" --max-connections 10000 >>"$LOG" 2>&1 &
+		--sync "$SYNC" --max-connections 10000 ${SERVE_FLAGS:-} >>"$LOG" 2>&1 &
 	PID=$!
 	local t0
 	t0=$(now_ms)

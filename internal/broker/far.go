@@ -690,6 +690,10 @@ func (f *farStore) noteFrame(pos wal.Position, n int) {
 func (f *farStore) readPayloads(jobs []engine.FarJob) ([][]byte, bool) {
 	out := make([][]byte, len(jobs))
 	bodies := map[int][]byte{}
+	// Jobs put in earlier turns (a backlog left by a snapshot walk or by
+	// farOutPerTurn) come in log order: a frame reader checks each of
+	// their frames once, not once per payload (a batch's frame is ~200 KB).
+	var older *wal.FrameReader
 	for i := range jobs {
 		p := jobs[i].Payload
 		if p.Len == 0 {
@@ -713,7 +717,10 @@ func (f *farStore) readPayloads(jobs []engine.FarJob) ([][]byte, bool) {
 				continue
 			}
 		}
-		data, err := f.b.log.ReadAt(p.Segment, p.Offset, p.Len)
+		if older == nil {
+			older = f.b.log.NewFrameReader()
+		}
+		data, err := older.ReadAt(p.Segment, p.Offset, p.Len)
 		if err != nil {
 			f.b.lg.Error("far-future store: cannot read payloads to hand jobs out; they stay in memory", "err", err)
 			return nil, false

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -1369,4 +1370,37 @@ func farMeasureSize(t *testing.T, env, what string) (n int, span time.Duration) 
 		span = v
 	}
 	return n, span
+}
+
+// A backlog of far candidates (left by a snapshot walk or by the per-turn
+// bound) is handed out reading each log frame once: a batch of puts is one
+// frame, and reading it again per payload made a year-spread fill of 10 M
+// jobs crawl at ~8 000 jobs/s.
+func TestFarBacklogReadsEachFrameOnce(t *testing.T) {
+	defer func(o int) { farOutPerTurn = o }(farOutPerTurn)
+	farOutPerTurn = 0 // no hand-out while the batch goes in
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, t.TempDir(), clk, time.Hour)
+	defer b.Close()
+	ctx := context.Background()
+	const n = 1000
+	at := farT0.Add(5 * time.Hour)
+	batch := make([]engine.PutRequest, n)
+	for i := range batch {
+		batch[i] = engine.PutRequest{Payload: bytes.Repeat([]byte{byte(i)}, 200), At: &at}
+	}
+	if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
+		t.Fatal(err)
+	}
+	before := b.log.BytesRead()
+	call(b, ctx, func(time.Time) (struct{}, error) { farOutPerTurn = 4096; return struct{}{}, nil })
+	for deadline := time.Now().Add(10 * time.Second); farJobs(t, b) < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if f := farJobs(t, b); f != n {
+		t.Fatalf("%d far jobs, want %d", f, n)
+	}
+	if read := b.log.BytesRead() - before; read > 2*n*200+64<<10 {
+		t.Fatalf("handing out %d jobs of one batch read %d bytes of log; want about one frame (%d)", n, read, n*200)
+	}
 }

@@ -114,7 +114,7 @@ type Log struct {
 	readers      map[uint32]*readFile
 	useClock     uint64
 	tableClosed  bool
-	rawBytes     atomic.Int64 // bytes readRaw read, for tests
+	rawBytes     atomic.Int64 // bytes readRaw read (BytesRead)
 
 	// syncMu serialises background and explicit syncs with segment rolls.
 	syncMu   sync.Mutex
@@ -423,6 +423,10 @@ func (l *Log) Sync() error {
 	}
 	return nil
 }
+
+// BytesRead is how many bytes payload reads have read from the segments
+// so far (whole checked frames, not just the payloads asked for).
+func (l *Log) BytesRead() int64 { return l.rawBytes.Load() }
 
 // End returns the position the next frame will get if it fits in the
 // current segment.
