@@ -222,7 +222,7 @@ type bulkLoad struct {
 	tags map[string]*[]uint32 // tagKey → slots tagged so, in load order
 	// keyIDs maps the snapshot writer's key ids to this engine's (loadKey)
 	keyIDs []uint32
-	key  []byte               // scratch for tagKey lookups without a string
+	key    []byte // scratch for tagKey lookups without a string
 }
 
 // StartBulkLoad begins a bulk load (above).
