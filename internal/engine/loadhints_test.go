@@ -66,6 +66,7 @@ func stateHash(t *testing.T, e *Engine) [32]byte {
 func hintsFixture(t *testing.T) *fixture {
 	f := chunkFixture(t)
 	hour := time.Hour
+	var ids []string
 	for i := 0; i < chunkSize+5000; i++ {
 		req := PutRequest{Payload: []byte(fmt.Sprint(i))}
 		if i%10 == 0 {
@@ -77,7 +78,18 @@ func hintsFixture(t *testing.T) *fixture {
 		if i%2 == 0 {
 			req.Delay = &hour
 		}
-		f.put("h", req)
+		ids = append(ids, f.put("h", req).ID)
+	}
+	// jobs cancelled early give their slots to keyed jobs put last: in
+	// slot order (a snapshot's order) these come before older jobs of
+	// their keys, whose chains must still be in seq order
+	for _, j := range ids[:3000] {
+		if err := f.e.Cancel(f.now, "default", "h", j, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		f.put("h", PutRequest{Key: fmt.Sprint("user:", i%97)})
 	}
 	ttr := time.Minute
 	if _, err := f.e.Take(f.now, "default", TakeRequest{Queues: []string{"h"}, Max: 50, TTR: &ttr}); err != nil {

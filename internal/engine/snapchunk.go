@@ -222,7 +222,8 @@ type bulkLoad struct {
 	tags map[string]*[]uint32 // tagKey → slots tagged so, in load order
 	// keyIDs maps the snapshot writer's key ids to this engine's (loadKey)
 	keyIDs []uint32
-	key    []byte // scratch for tagKey lookups without a string
+	chains []chainTail // by key id (loadChainAdd)
+	key    []byte      // scratch for tagKey lookups without a string
 }
 
 // StartBulkLoad begins a bulk load (above).
@@ -698,8 +699,9 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		e.idInsert(slot)
 		e.seqs.insert(e, slot)
 		chained := j.key != 0 && (state != StateDead && state != StateCompleted)
+		var ch *chain
 		if chained {
-			e.chainAdd(q, slot)
+			ch = e.loadChainAdd(q, slot, j)
 		}
 		switch state {
 		case StateReserved:
@@ -730,7 +732,7 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		// neither the head nor what is reserved, so the chain's ready
 		// member stays what it was: refresh would only re-read the head
 		// (a cache miss per keyed job, 10 % of the restart at 30 M jobs).
-		if j.key != 0 && !(chained && j.state == StateDelayed && q.chains[j.key].live()[0] != slot) {
+		if j.key != 0 && !(chained && j.state == StateDelayed && ch.live()[0] != slot) {
 			e.refresh(q, j.key)
 		}
 	}
@@ -791,6 +793,49 @@ func (e *Engine) loadKey(w uint32, b []byte) uint32 {
 		m[w] = id
 	}
 	return id
+}
+
+// chainTail is what a bulk load remembers of the chain it last added a
+// job of a key to (loadChainAdd).
+type chainTail struct {
+	c    *chain
+	q    uint32 // the chain's queue
+	slot uint32 // its last job
+	seq  uint64 // that job's seq
+}
+
+// loadChainAdd adds a job to its key's chain, like chainAdd, and returns
+// the chain. A job goes after the chain's last one when its seq is
+// higher, which chainAdd learns by reading that job's record: a cache
+// miss in a slab of gigabytes (the key's previous job is about as many
+// jobs back as there are keys), most of the key chains' 2.2 s of a 100
+// M-job load (docs/benchmarks.md). A bulk load keeps, per key, the chain
+// and the seq of its last job instead, and uses them while that job is
+// still the chain's last.
+func (e *Engine) loadChainAdd(q *queue, slot uint32, j *job) *chain {
+	k, seq := j.key, j.seqNo()
+	t := e.bulk.chains
+	if int(k) < len(t) {
+		if ct := &t[k]; ct.c != nil && ct.q == q.idx && ct.seq < seq {
+			if live := ct.c.live(); len(live) > 0 && live[len(live)-1] == ct.slot {
+				ct.c.slots = append(ct.c.slots, slot)
+				ct.slot, ct.seq = slot, seq
+				return ct.c
+			}
+		}
+	}
+	e.chainAdd(q, slot)
+	c := q.chains[k]
+	if !e.bulk.on || uint64(k) >= uint64(len(e.jobs.chunks))*chunkSize {
+		return c
+	}
+	if int(k) >= len(t) {
+		t = append(t, make([]chainTail, max(int(k)+1-len(t), len(t)))...)
+		e.bulk.chains = t
+	}
+	last := c.live()[len(c.live())-1]
+	t[k] = chainTail{c: c, q: q.idx, slot: last, seq: e.jobs.get(last).seqNo()}
+	return c
 }
 
 // LoadMemory returns the memory a bulk load is about to fill: the slab
