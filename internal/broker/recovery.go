@@ -232,6 +232,8 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 		return nil, wal.Position{}, nil, err
 	}
 	defer r.Close()
+	// items stay valid while the applying side holds them: no copy each
+	r.FreshBlocks()
 	// Reading and applying overlap: one goroutine reads (and checks) the
 	// next items, decoding the entries of older snapshots and parsing and
 	// checking job chunks (engine.ParseChunk), while this one applies,
@@ -270,11 +272,11 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			case isFarManifest(item):
 				d.far = bytes.Clone(item)
 			case engine.IsChunk(item):
-				// parsed and checked here, off the applying goroutine;
-				// cloned first: the reader reuses its buffer
+				// parsed and checked here, off the applying goroutine
+				// (the item's bytes are its own: FreshBlocks)
 				blk, off := r.Where()
 				d.where = fmt.Sprintf("block %d at offset %d", blk, off)
-				if d.chunk, d.err = engine.ParseChunk(bytes.Clone(item)); d.err != nil {
+				if d.chunk, d.err = engine.ParseChunk(item); d.err != nil {
 					d.err = fmt.Errorf("snapshot %s: %s: %w", path, d.where, d.err)
 				}
 			default:

@@ -461,12 +461,14 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 	if size := r.u32("record size"); r.err == nil && int(size) != recSize {
 		return nil, fmt.Errorf("job records of %d bytes, this build's are %d (written by another version)", size, recSize)
 	}
-	classes := map[uint32]*chunkClass{}
 	minClass := 14
 	if v1 {
 		minClass = 10
 	}
-	for i, n := 0, r.count("class table", minClass); i < n; i++ {
+	// the tables are made at their size (count bounds it by the bytes)
+	nc := r.count("class table", minClass)
+	classes := make(map[uint32]*chunkClass, nc)
+	for i := 0; i < nc; i++ {
 		id := r.u32("class id")
 		ns, name := r.bytes("namespace"), r.bytes("queue name")
 		c := &chunkClass{ns: ns, name: name, ttr: r.u32("ttr")}
@@ -478,8 +480,9 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 		}
 		classes[id] = c
 	}
-	keys := map[uint32][]byte{}
-	for i, n := 0, r.count("key table", 5); i < n; i++ {
+	nk := r.count("key table", 5)
+	keys := make(map[uint32][]byte, nk)
+	for i := 0; i < nk; i++ {
 		id := r.u32("key id")
 		k := r.bytes("key")
 		if r.err == nil && (id == 0 || len(k) == 0) {

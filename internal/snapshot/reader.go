@@ -27,7 +27,16 @@ type Reader struct {
 	blockOff uint64 // file offset of the block items come from now
 	stream   bool   // OpenStream: nothing checked ahead of Next
 	items    uint64 // items handed out
+	fresh    bool   // FreshBlocks: each block read into new memory
 }
+
+// FreshBlocks makes the items Next returns stay valid after later calls:
+// each block is read into memory of its own instead of the one buffer
+// every block reuses, so a caller that hands items to another goroutine
+// need not copy each one (a restart copied every job chunk of the
+// snapshot once more for that, docs/benchmarks.md). The garbage collector
+// frees a block once no item of it is referenced.
+func (r *Reader) FreshBlocks() { r.fresh = true }
 
 // Open opens a snapshot and verifies all of it — footer, every block
 // checksum, every item boundary, the counts — before returning, so that a
@@ -184,8 +193,8 @@ func (r *Reader) Pos() wal.Position { return r.ft.pos }
 // Items is the number of items in the snapshot.
 func (r *Reader) Items() uint64 { return r.ft.items }
 
-// Next returns the next item, valid until the next call, or io.EOF after
-// the last one.
+// Next returns the next item, valid until the next call (for good after
+// FreshBlocks), or io.EOF after the last one.
 func (r *Reader) Next() ([]byte, error) {
 	if r.f == nil {
 		return nil, errors.New("snapshot: Next on a closed reader")
@@ -201,6 +210,9 @@ func (r *Reader) Next() ([]byte, error) {
 		// yields an error, never a wrong item.
 		if r.off >= r.ft.dataLen {
 			return nil, r.corrupt("data ends before block %d of %d (or the file changed after Open)", r.index, r.ft.blocks)
+		}
+		if r.fresh {
+			r.block = nil
 		}
 		payload, count, err := readBlock(r.br, r.index, r.ft.dataLen-r.off, &r.block)
 		if err == nil {
