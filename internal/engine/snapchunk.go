@@ -12,7 +12,9 @@ import (
 // each id up: a chunk is the raw job records of up to n slots plus what
 // they point to outside the slab (queue names, TTRs and priorities of their
 // classes, key strings, rare fields, reservations, attempt counts). The
-// metadata (namespaces, queues, tokens, counters ...) still travels as an ordinary entry in the snapshot's first item.
+// metadata (namespaces, queues, tokens, counters, the load hints that size
+// the loader's tables: loadhints.go ...) still travels as an ordinary
+// entry in the snapshot's first item.
 //
 // Only jobs that existed when the walk began (seq ≤ the counters record's
 // seq) are written: a job put later has its put record in the log after
