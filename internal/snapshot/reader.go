@@ -28,6 +28,7 @@ type Reader struct {
 	stream   bool   // OpenStream: nothing checked ahead of Next
 	items    uint64 // items handed out
 	fresh    bool   // FreshBlocks: each block read into new memory
+	alloc    func() []byte
 }
 
 // FreshBlocks makes the items Next returns stay valid after later calls:
@@ -35,10 +36,13 @@ type Reader struct {
 // every block reuses, so a caller that hands items to another goroutine
 // need not copy each one (a restart copied every job chunk of the
 // snapshot once more for that, docs/benchmarks.md). The garbage collector
-// frees a block once no item of it is referenced. Call it before the
-// first Next.
-func (r *Reader) FreshBlocks() {
-	r.fresh = true
+// frees a block once no item of it is referenced — or, with alloc, the
+// caller recycles it: each block is read into the slice alloc returns
+// (a new one when that is too small for the block), which the caller
+// must not reuse before it is done with every item of the block. Call it
+// before the first Next.
+func (r *Reader) FreshBlocks(alloc func() []byte) {
+	r.fresh, r.alloc = true, alloc
 	if r.items == 0 && r.index == 0 {
 		// A small read buffer: a block's payload (up to BlockSize and
 		// more) then mostly goes from the file straight into its own
@@ -225,6 +229,9 @@ func (r *Reader) Next() ([]byte, error) {
 		}
 		if r.fresh {
 			r.block = nil
+			if r.alloc != nil {
+				r.block = r.alloc()
+			}
 		}
 		payload, count, err := readBlock(r.br, r.index, r.ft.dataLen-r.off, &r.block)
 		if err == nil {

@@ -365,7 +365,7 @@ func TestFreshBlocksKeepItems(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.FreshBlocks()
+		r.FreshBlocks(nil)
 		var got [][]byte
 		for {
 			it, err := r.Next()
