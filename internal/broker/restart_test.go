@@ -141,6 +141,11 @@ func reopenForTiming(t *testing.T, dir string) {
 	}
 	took := time.Since(start)
 	t.Logf("reopened %s in %s: %d jobs, %d log records replayed", dir, took.Round(time.Millisecond), b.eng.Jobs(), b.recovered.Records)
+	// what the loaded engine holds (the load's buffers collected)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("heap in use after the load: %.1f bytes/job (live %.1f)", float64(ms.HeapInuse)/float64(max(b.eng.Jobs(), 1)), float64(ms.HeapAlloc)/float64(max(b.eng.Jobs(), 1)))
 	b.skipFinalSnapshot = true
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
