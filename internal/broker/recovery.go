@@ -212,9 +212,12 @@ func (b *Broker) retireLater(seg, from, to uint32, reason, file string, offset i
 // restart measurement can compare them). Below that they did not pay:
 // reopening 10 M jobs (0.7 GB named) took 0.2–0.6 s more system CPU with
 // huge pages, while at 100 M (6.8 GB) huge pages and pre-faulting saved 18
-// of 49 s of CPU (docs/benchmarks.md, "Restart at 100 M jobs").
+// of 49 s of CPU (docs/benchmarks.md, "Restart at 100 M jobs"). Since the
+// load stopped copying every chunk into fresh memory (round 3 there), huge
+// pages cost more than they save at 100 M — 10–15 s of system CPU
+// (compaction) where pre-faulting alone takes 6 s — so only that is asked.
 var (
-	slabHints    = memhint.HugePages | memhint.Populate
+	slabHints    = memhint.Populate
 	slabHintsMin = 2 << 30
 )
 
