@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -211,11 +212,38 @@ func (b *Broker) retireLater(seg, from, to uint32, reason, file string, offset i
 // restart measurement can compare them). Below that they did not pay:
 // reopening 10 M jobs (0.7 GB named) took 0.2–0.6 s more system CPU with
 // huge pages, while at 100 M (6.8 GB) huge pages and pre-faulting saved 18
-// of 49 s of CPU (docs/benchmarks.md, "Restart at 100 M jobs").
+// of 49 s of CPU (docs/benchmarks.md, "Restart at 100 M jobs"). Since the
+// load stopped copying every chunk into fresh memory (round 3 there), huge
+// pages cost more than they save at 100 M — 10–15 s of system CPU
+// (compaction) where pre-faulting alone takes 6 s — so only that is asked.
 var (
-	slabHints    = memhint.HugePages | memhint.Populate
+	slabHints    = memhint.Populate
 	slabHintsMin = 2 << 30
 )
+
+// blockPool is how many block buffers a snapshot load keeps for reuse:
+// about the blocks the queue between reading and applying holds (256 job
+// chunks of ~57 KB, four or five a block), ~17 MB.
+var blockPool = 64 // a variable so a test can make every block recycle
+
+// blockBuf is a block's buffer during a snapshot load, with a count of who
+// still uses its bytes: the reader while it returns the block's items,
+// and each job chunk of it until it is applied. The last to be done puts
+// it back in the pool (dropped when the pool is full).
+type blockBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+func (bb *blockBuf) done(pool chan []byte) {
+	if bb == nil || bb.refs.Add(-1) != 0 {
+		return
+	}
+	select {
+	case pool <- bb.b:
+	default:
+	}
+}
 
 func loadSnapshot(path string) (*engine.Engine, wal.Position, error) {
 	eng, pos, _, err := loadSnapshotFar(path)
@@ -232,6 +260,25 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 		return nil, wal.Position{}, nil, err
 	}
 	defer r.Close()
+	// Each block is read into a buffer of its own, so a job chunk is
+	// parsed and applied where it lies instead of being copied for the
+	// applying goroutine; a buffer is recycled once every chunk of its
+	// block is applied (blockBuf), so the load does not fault in fresh
+	// memory for the whole snapshot (docs/benchmarks.md).
+	pool := make(chan []byte, blockPool)
+	var cur *blockBuf // the block the reader is in
+	r.FreshBlocks(func() []byte {
+		cur.done(pool) // the reader has left it
+		var b []byte
+		select {
+		case b = <-pool:
+		default:
+			b = make([]byte, snapshot.BlockSize+16)
+		}
+		cur = &blockBuf{b: b}
+		cur.refs.Store(1) // the reader's, until it reads the next block
+		return b
+	})
 	// Reading and applying overlap: one goroutine reads (and checks) the
 	// next items, decoding the entries of older snapshots and parsing and
 	// checking job chunks (engine.ParseChunk), while this one applies,
@@ -240,8 +287,9 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 	type decoded struct {
 		ent   *engine.Entry
 		chunk *engine.ParsedChunk
-		far   []byte // the far store's manifest
-		where string // block and offset of a chunk, for errors
+		block *blockBuf // the chunk's bytes
+		far   []byte    // the far store's manifest
+		where string    // block and offset of a chunk, for errors
 		err   error
 	}
 	// A deep queue (~16 MB of job chunks of 1024 jobs) so that a slow
@@ -270,11 +318,13 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			case isFarManifest(item):
 				d.far = bytes.Clone(item)
 			case engine.IsChunk(item):
-				// parsed and checked here, off the applying goroutine;
-				// cloned first: the reader reuses its buffer
+				// parsed and checked here, off the applying goroutine,
+				// in its block's buffer, held until it is applied
 				blk, off := r.Where()
 				d.where = fmt.Sprintf("block %d at offset %d", blk, off)
-				if d.chunk, d.err = engine.ParseChunk(bytes.Clone(item)); d.err != nil {
+				d.block = cur
+				cur.refs.Add(1)
+				if d.chunk, d.err = engine.ParseChunk(item); d.err != nil {
 					d.err = fmt.Errorf("snapshot %s: %s: %w", path, d.where, d.err)
 				}
 			default:
@@ -323,6 +373,7 @@ func loadSnapshotFar(path string) (*engine.Engine, wal.Position, []byte, error) 
 			if err := eng.LoadParsed(d.chunk); err != nil {
 				return nil, wal.Position{}, nil, fmt.Errorf("snapshot %s: %s: %w", path, d.where, err)
 			}
+			d.block.done(pool)
 			continue
 		}
 		// an entry (the metadata, first) sees the delayed heap in order

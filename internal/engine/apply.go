@@ -84,6 +84,8 @@ func (e *Engine) applyRecord(r *Record) {
 		if r.Jobs > 0 && e.jobs.live == 0 && r.Jobs <= uint64(e.reserveLimit) {
 			e.reserve(int(r.Jobs))
 		}
+	case KindLoadHints:
+		e.applyLoadHints(r.Hints)
 	}
 }
 

@@ -106,11 +106,12 @@ type Engine struct {
 	nss    map[string]*namespace
 	queues []*queue // by index; nil once deleted
 
-	delayed   slotHeap // all pending jobs whose activation is in the future
-	bulk      bulkLoad // a snapshot load's delayed jobs not yet in heap order (snapchunk.go)
-	reserved  timeHeap // by reservation deadline
-	completed timeHeap // by retention end
-	ttl       ttlHeap  // lazily validated TTL deadlines
+	delayed   slotHeap                   // all pending jobs whose activation is in the future
+	bulk      bulkLoad                   // a snapshot load's delayed jobs not yet in heap order (snapchunk.go)
+	hints     struct{ tags, perTag int } // a snapshot's tag counts for its bulk load (loadhints.go)
+	reserved  timeHeap                   // by reservation deadline
+	completed timeHeap                   // by retention end
+	ttl       ttlHeap                    // lazily validated TTL deadlines
 	idem      map[string]idemEnt
 	idemQ     idemHeap
 	pauses    []uint32 // queues with a timed pause (few; scanned)

@@ -97,9 +97,12 @@ func (s *extStore) set(slot uint32, x *jobExt) {
 	s.live += need
 }
 
-// setRaw stores an encoded entry (from a snapshot; validExt checked it).
-func (s *extStore) setRaw(slot uint32, b []byte) {
-	s.del(slot)
+// addRaw stores an encoded entry (from a snapshot; validExt checked it)
+// for a slot that has none: one a snapshot load just allocated (a slot's
+// entry goes when its job does). Not looking for an old entry spares a
+// map miss per job with rare fields, most of what the arena cost a
+// snapshot load (docs/benchmarks.md).
+func (s *extStore) addRaw(slot uint32, b []byte) {
 	need := entrySize(len(b))
 	last := len(s.chunks) - 1
 	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < need {

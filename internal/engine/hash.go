@@ -30,6 +30,8 @@ func (e *Engine) StateHash(read func(BlobRef) ([]byte, error)) ([32]byte, error)
 		for i := range ent.Records {
 			r := ent.Records[i]
 			switch r.Kind {
+			case KindLoadHints:
+				continue // table sizes for a loader (loadhints.go), not state
 			case KindJob:
 				for _, b := range []*Blob{&r.Job.Payload, &r.Job.Result} {
 					if !b.has {

@@ -156,6 +156,9 @@ func (e *Engine) refresh(q *queue, key uint32) {
 	}
 	if len(c.live()) == 0 && c.reserved == 0 {
 		delete(q.chains, key)
+		if int(key) < len(e.bulk.chains) && e.bulk.chains[key].c == c {
+			e.bulk.chains[key] = chainTail{} // loadChainAdd must not add to it
+		}
 		return
 	}
 	desired := noSlot

@@ -57,6 +57,7 @@ const (
 	KindCounters    Kind = 10
 	KindPublication Kind = 11 // one publication of a durable channel (or its position only)
 	KindFarIn       Kind = 13 // job image brought back from a far-future bucket (far.go)
+	KindLoadHints   Kind = 14 // snapshots: sizes of the tables the jobs fill (LoadHints)
 )
 
 func (k Kind) String() string {
@@ -85,6 +86,8 @@ func (k Kind) String() string {
 		return "publication"
 	case KindFarIn:
 		return "far-in"
+	case KindLoadHints:
+		return "load-hints"
 	}
 	return fmt.Sprintf("kind(%d)", k)
 }
@@ -173,6 +176,8 @@ type Record struct {
 	Seq   uint64 // KindCounters
 	Nonce uint64
 	Jobs  uint64 // snapshots: how many jobs follow (a sizing hint)
+
+	Hints *LoadHints // KindLoadHints
 
 	Pub Publication // KindPublication (NS is the namespace)
 }
@@ -361,6 +366,8 @@ func encodeRecord(dst []byte, base int, r *Record) []byte {
 		dst = binary.AppendUvarint(dst, r.Seq)
 		dst = binary.AppendUvarint(dst, r.Nonce)
 		dst = binary.AppendUvarint(dst, r.Jobs)
+	case KindLoadHints:
+		dst = r.Hints.encode(dst)
 	case KindPublication:
 		p := &r.Pub
 		dst = appendString(dst, r.NS)
@@ -629,6 +636,8 @@ func decodeRecord(d *decoder, r *Record, seg, bodyOff uint32) {
 		r.Seq = d.uvarint("seq")
 		r.Nonce = d.uvarint("nonce")
 		r.Jobs = d.uvarint("jobs")
+	case KindLoadHints:
+		r.Hints = decodeLoadHints(d)
 	case KindPublication:
 		p := &r.Pub
 		r.NS = d.str("namespace")

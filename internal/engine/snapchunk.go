@@ -12,7 +12,9 @@ import (
 // each id up: a chunk is the raw job records of up to n slots plus what
 // they point to outside the slab (queue names, TTRs and priorities of their
 // classes, key strings, rare fields, reservations, attempt counts). The
-// metadata (namespaces, queues, tokens, counters ...) still travels as an ordinary entry in the snapshot's first item.
+// metadata (namespaces, queues, tokens, counters, the load hints that size
+// the loader's tables: loadhints.go ...) still travels as an ordinary
+// entry in the snapshot's first item.
 //
 // Only jobs that existed when the walk began (seq ≤ the counters record's
 // seq) are written: a job put later has its put record in the log after
@@ -220,7 +222,10 @@ type bulkLoad struct {
 	on   bool
 	at   []int64              // activation of delayed.s[i], ms; valid while on
 	tags map[string]*[]uint32 // tagKey → slots tagged so, in load order
-	key  []byte               // scratch for tagKey lookups without a string
+	// keyIDs maps the snapshot writer's key ids to this engine's (loadKey)
+	keyIDs []uint32
+	chains []chainTail // by key id (loadChainAdd)
+	key    []byte      // scratch for tagKey lookups without a string
 }
 
 // StartBulkLoad begins a bulk load (above).
@@ -293,12 +298,13 @@ func (e *Engine) FinishBulkLoad() {
 		}
 	}
 	e.bulk = bulkLoad{}
+	e.hints.tags, e.hints.perTag = 0, 0
 }
 
 // bulkTags notes the tags of a job a bulk load adds, for FinishBulkLoad.
 func (e *Engine) bulkTags(slot uint32, tags []string) {
 	if e.bulk.tags == nil {
-		e.bulk.tags = make(map[string]*[]uint32)
+		e.bulk.tags = make(map[string]*[]uint32, e.hints.tags)
 	}
 	for i := 0; i+1 < len(tags); i += 2 {
 		b := append(append(append(e.bulk.key[:0], tags[i]...), 0), tags[i+1]...)
@@ -306,7 +312,10 @@ func (e *Engine) bulkTags(slot uint32, tags []string) {
 		if p := e.bulk.tags[string(b)]; p != nil { // no string made for a known tag
 			*p = append(*p, slot)
 		} else {
-			e.bulk.tags[string(b)] = &[]uint32{slot}
+			// the snapshot's tag counts (loadhints.go) size each tag's
+			// list at the mean, instead of from one slot up
+			l := append(make([]uint32, 0, max(e.hints.perTag, 1)), slot)
+			e.bulk.tags[string(b)] = &l
 		}
 	}
 }
@@ -454,12 +463,14 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 	if size := r.u32("record size"); r.err == nil && int(size) != recSize {
 		return nil, fmt.Errorf("job records of %d bytes, this build's are %d (written by another version)", size, recSize)
 	}
-	classes := map[uint32]*chunkClass{}
 	minClass := 14
 	if v1 {
 		minClass = 10
 	}
-	for i, n := 0, r.count("class table", minClass); i < n; i++ {
+	// the tables are made at their size (count bounds it by the bytes)
+	nc := r.count("class table", minClass)
+	classes := make(map[uint32]*chunkClass, nc)
+	for i := 0; i < nc; i++ {
 		id := r.u32("class id")
 		ns, name := r.bytes("namespace"), r.bytes("queue name")
 		c := &chunkClass{ns: ns, name: name, ttr: r.u32("ttr")}
@@ -471,8 +482,9 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 		}
 		classes[id] = c
 	}
-	keys := map[uint32][]byte{}
-	for i, n := 0, r.count("key table", 5); i < n; i++ {
+	nk := r.count("key table", 5)
+	keys := make(map[uint32][]byte, nk)
+	for i := 0; i < nk; i++ {
 		id := r.u32("key id")
 		k := r.bytes("key")
 		if r.err == nil && (id == 0 || len(k) == 0) {
@@ -531,6 +543,7 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 	// check every record before installing any, so a bad chunk leaves
 	// nothing half-loaded behind
 	var j job
+	var lastCls uint32
 	xi, ri, ai := 0, 0, 0
 	for i := 0; i < n; i++ {
 		pc.rec(i, &j)
@@ -550,8 +563,11 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 		if j.state < StateDelayed || j.state > StateCompleted {
 			return nil, fmt.Errorf("job %d: bad state %d", i, j.state)
 		}
-		if classes[j.cls] == nil {
-			return nil, fmt.Errorf("job %d: class %d not in the chunk's table", i, j.cls)
+		if j.cls != lastCls || i == 0 {
+			if classes[j.cls] == nil {
+				return nil, fmt.Errorf("job %d: class %d not in the chunk's table", i, j.cls)
+			}
+			lastCls = j.cls
 		}
 		if _, ok := keys[j.key]; j.key != 0 && !ok {
 			return nil, fmt.Errorf("job %d: key id %d not in the chunk's table", i, j.key)
@@ -599,6 +615,17 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 	v1, n, classes, keys, exts, resvs, attempts := pc.v1, pc.n, pc.classes, pc.keys, pc.exts, pc.resvs, pc.attempts
 	rec := pc.rec
 	xi, ri, ai := 0, 0, 0
+	// Into a slab with no freed slots (a snapshot load's) the chunk's jobs
+	// go to consecutive slots: copy their records in one move per slab
+	// chunk rather than one per job (the per-job copy was a sixth of a
+	// load, docs/benchmarks.md); the loop below then fixes each up in place.
+	copied := !v1 && len(e.jobs.free) == 0
+	if copied {
+		e.copyRecords(pc.recs, n)
+	}
+	// most of a chunk's jobs share a class: look it up when it changes
+	var lastCls uint32
+	var c *chunkClass
 	// v1 records carry their own priority, so their classes are looked up
 	// per job; the last one found is kept, as a chunk's jobs mostly share it
 	var lastKey classKey
@@ -610,12 +637,20 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 	for i := 0; i < n; i++ {
 		slot := e.jobs.alloc()
 		j := e.jobs.get(slot)
-		prio, attempt := rec(i, j)
+		var prio, attempt uint32
+		if !copied {
+			prio, attempt = rec(i, j)
+		}
 		if !v1 && ai < len(attempts) && attempts[ai].at == uint32(i) {
 			attempt = attempts[ai].a
 			ai++
 		}
-		c := classes[j.cls]
+		if c == nil || j.cls != lastCls {
+			c, lastCls = classes[j.cls], j.cls
+		}
+		if copied {
+			prio = c.prio
+		}
 		q := c.q
 		switch {
 		case v1:
@@ -637,19 +672,14 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		j.state, j.hidx = StateNone, 0
 		j.flags &^= fAttempt
 		if j.key != 0 {
-			if id, ok := e.keys.ids[string(keys[j.key])]; ok {
-				e.keys.refs[id]++ // no string made for a key the engine has
-				j.key = id
-			} else {
-				j.key = e.keys.ref(string(keys[j.key]))
-			}
+			j.key = e.loadKey(j.key, keys[j.key])
 		}
 		e.seq = max(e.seq, j.seqNo())
 		var x jobExt
 		if xi < len(exts) && exts[xi].at == uint32(i) {
 			b := exts[xi].b
 			xi++
-			e.exts.setRaw(slot, b)
+			e.exts.addRaw(slot, b)
 			x.decode(b)
 			if e.bulk.on {
 				e.bulkTags(slot, x.tags)
@@ -674,8 +704,9 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		e.idInsert(slot)
 		e.seqs.insert(e, slot)
 		chained := j.key != 0 && (state != StateDead && state != StateCompleted)
+		var ch *chain
 		if chained {
-			e.chainAdd(q, slot)
+			ch = e.loadChainAdd(q, slot, j)
 		}
 		switch state {
 		case StateReserved:
@@ -706,7 +737,7 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		// neither the head nor what is reserved, so the chain's ready
 		// member stays what it was: refresh would only re-read the head
 		// (a cache miss per keyed job, 10 % of the restart at 30 M jobs).
-		if j.key != 0 && !(chained && j.state == StateDelayed && q.chains[j.key].live()[0] != slot) {
+		if j.key != 0 && !(chained && j.state == StateDelayed && ch.live()[0] != slot) {
 			e.refresh(q, j.key)
 		}
 	}
@@ -715,6 +746,101 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		e.liveN[runSeg] += runBlobs
 	}
 	return nil
+}
+
+// copyRecords copies a chunk's n records into the slab from its next
+// unused slot on, which the n allocations that follow hand out in order.
+func (e *Engine) copyRecords(recs []byte, n int) {
+	s := &e.jobs
+	for i := 0; i < n; {
+		slot := s.next + uint32(i)
+		c, off := int(slot>>chunkBits), int(slot&(chunkSize-1))
+		for c >= len(s.chunks) {
+			s.chunks = append(s.chunks, make([]job, chunkSize))
+		}
+		m := min(chunkSize-off, n-i)
+		dst := s.chunks[c][off : off+m]
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), m*jobSize), recs[i*jobSize:(i+m)*jobSize])
+		i += m
+	}
+}
+
+// loadKey returns this engine's id for a job's key, given as the id the
+// snapshot's writer had for it (w) and its bytes, taking a reference. A
+// bulk load remembers the writer's ids it has seen: every chunk of one
+// snapshot comes from one engine, so the same w is mostly the same key
+// again, and comparing the bytes with the key it stood for last time
+// costs less than hashing them into the key table (a cache miss or two on
+// a table of millions of keys: 3.6 s of a 100 M-job load,
+// docs/benchmarks.md). The comparison keeps it right when the writer
+// reused an id for another key during its walk.
+func (e *Engine) loadKey(w uint32, b []byte) uint32 {
+	m := e.bulk.keyIDs
+	if int(w) < len(m) {
+		if id := m[w]; id != 0 && e.keys.keys[id] == string(b) {
+			e.keys.refs[id]++
+			return id
+		}
+	}
+	id, ok := e.keys.ids[string(b)]
+	if ok {
+		e.keys.refs[id]++ // no string made for a key the engine has
+	} else {
+		id = e.keys.ref(string(b))
+	}
+	// writer ids are dense (refTable) and a chunk's records were checked
+	// against its key table, but bound the memory by the slab all the same
+	if e.bulk.on && uint64(w) < uint64(len(e.jobs.chunks))*chunkSize {
+		if int(w) >= len(m) {
+			m = append(m, make([]uint32, max(int(w)+1-len(m), len(m)))...)
+			e.bulk.keyIDs = m
+		}
+		m[w] = id
+	}
+	return id
+}
+
+// chainTail is what a bulk load remembers of the chain it last added a
+// job of a key to (loadChainAdd).
+type chainTail struct {
+	c    *chain
+	q    uint32 // the chain's queue
+	slot uint32 // its last job
+	seq  uint64 // that job's seq
+}
+
+// loadChainAdd adds a job to its key's chain, like chainAdd, and returns
+// the chain. A job goes after the chain's last one when its seq is
+// higher, which chainAdd learns by reading that job's record: a cache
+// miss in a slab of gigabytes (the key's previous job is about as many
+// jobs back as there are keys), most of the key chains' 2.2 s of a 100
+// M-job load (docs/benchmarks.md). A bulk load keeps, per key, the chain
+// and the seq of its last job instead, and uses them while that job is
+// still the chain's last.
+func (e *Engine) loadChainAdd(q *queue, slot uint32, j *job) *chain {
+	k, seq := j.key, j.seqNo()
+	t := e.bulk.chains
+	if int(k) < len(t) {
+		if ct := &t[k]; ct.c != nil && ct.q == q.idx && ct.seq < seq {
+			if live := ct.c.live(); len(live) > 0 && live[len(live)-1] == ct.slot {
+				ct.c.slots = append(ct.c.slots, slot)
+				ct.slot, ct.seq = slot, seq
+				return ct.c
+			}
+		}
+	}
+	e.chainAdd(q, slot)
+	c := q.chains[k]
+	if !e.bulk.on || uint64(k) >= uint64(len(e.jobs.chunks))*chunkSize {
+		return c
+	}
+	if int(k) >= len(t) {
+		t = append(t, make([]chainTail, max(int(k)+1-len(t), len(t)))...)
+		e.bulk.chains = t
+	}
+	last := c.live()[len(c.live())-1]
+	t[k] = chainTail{c: c, q: q.idx, slot: last, seq: e.jobs.get(last).seqNo()}
+	return c
 }
 
 // LoadMemory returns the memory a bulk load is about to fill: the slab

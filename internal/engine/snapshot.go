@@ -31,6 +31,8 @@ func (it *SnapshotIter) Next(n int) *Entry {
 		it.limit = e.jobs.next
 		r := ent.add()
 		r.Kind, r.Seq, r.Nonce, r.Jobs = KindCounters, e.seq, e.nonce, uint64(e.jobs.live)
+		r = ent.add()
+		r.Kind, r.Hints = KindLoadHints, e.loadHints()
 		for _, ns := range e.nss {
 			r := ent.add()
 			r.Kind, r.NS, r.NSConfig = KindNamespace, ns.name, ns.cfg

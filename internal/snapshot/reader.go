@@ -27,6 +27,31 @@ type Reader struct {
 	blockOff uint64 // file offset of the block items come from now
 	stream   bool   // OpenStream: nothing checked ahead of Next
 	items    uint64 // items handed out
+	fresh    bool   // FreshBlocks: each block read into new memory
+	alloc    func() []byte
+}
+
+// FreshBlocks makes the items Next returns stay valid after later calls:
+// each block is read into memory of its own instead of the one buffer
+// every block reuses, so a caller that hands items to another goroutine
+// need not copy each one (a restart copied every job chunk of the
+// snapshot once more for that, docs/benchmarks.md). The garbage collector
+// frees a block once no item of it is referenced — or, with alloc, the
+// caller recycles it: each block is read into the slice alloc returns
+// (a new one when that is too small for the block), which the caller
+// must not reuse before it is done with every item of the block. Call it
+// before the first Next.
+func (r *Reader) FreshBlocks(alloc func() []byte) {
+	r.fresh, r.alloc = true, alloc
+	if r.items == 0 && r.index == 0 {
+		// A small read buffer: a block's payload (up to BlockSize and
+		// more) then mostly goes from the file straight into its own
+		// memory (bufio reads a request larger than its buffer
+		// directly) instead of through the buffer, one copy fewer of the
+		// whole snapshot; the reads stay BlockSize large, as fast as 4
+		// MiB ones on a cold file here.
+		r.br = bufio.NewReaderSize(io.NewSectionReader(r.f, 0, int64(r.ft.dataLen)), 16<<10)
+	}
 }
 
 // Open opens a snapshot and verifies all of it — footer, every block
@@ -184,8 +209,8 @@ func (r *Reader) Pos() wal.Position { return r.ft.pos }
 // Items is the number of items in the snapshot.
 func (r *Reader) Items() uint64 { return r.ft.items }
 
-// Next returns the next item, valid until the next call, or io.EOF after
-// the last one.
+// Next returns the next item, valid until the next call (for good after
+// FreshBlocks), or io.EOF after the last one.
 func (r *Reader) Next() ([]byte, error) {
 	if r.f == nil {
 		return nil, errors.New("snapshot: Next on a closed reader")
@@ -201,6 +226,12 @@ func (r *Reader) Next() ([]byte, error) {
 		// yields an error, never a wrong item.
 		if r.off >= r.ft.dataLen {
 			return nil, r.corrupt("data ends before block %d of %d (or the file changed after Open)", r.index, r.ft.blocks)
+		}
+		if r.fresh {
+			r.block = nil
+			if r.alloc != nil {
+				r.block = r.alloc()
+			}
 		}
 		payload, count, err := readBlock(r.br, r.index, r.ft.dataLen-r.off, &r.block)
 		if err == nil {

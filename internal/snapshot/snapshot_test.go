@@ -349,3 +349,42 @@ func TestOpenStreamChecksAsItReads(t *testing.T) {
 		t.Fatal("appended byte not detected")
 	}
 }
+
+// After FreshBlocks, an item Next returned stays as it was while later
+// blocks are read (the restart hands items to another goroutine without
+// copying them); without it the reader reuses one buffer.
+func TestFreshBlocksKeepItems(t *testing.T) {
+	dir := t.TempDir()
+	var items [][]byte
+	for i := 0; i < 40; i++ {
+		items = append(items, item(i, BlockSize/3))
+	}
+	info := write(t, dir, wal.Position{Segment: 1}, items)
+	for _, open := range []func(string) (*Reader, error){Open, OpenStream} {
+		r, err := open(info.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.FreshBlocks(nil)
+		var got [][]byte
+		for {
+			it, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, it)
+		}
+		r.Close()
+		if len(got) != len(items) {
+			t.Fatalf("%d items, want %d", len(got), len(items))
+		}
+		for i := range items {
+			if !bytes.Equal(got[i], items[i]) {
+				t.Fatalf("item %d changed after later blocks were read", i)
+			}
+		}
+	}
+}

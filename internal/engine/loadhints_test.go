@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// hintsOf returns the load hints of a snapshot's metadata item (nil when
+// it has none) and the item re-encoded without them, as a build from
+// before the hints wrote it.
+func hintsOf(t *testing.T, meta []byte) (*LoadHints, []byte) {
+	t.Helper()
+	ent, err := DecodeEntry(meta, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h *LoadHints
+	old := &Entry{Time: ent.Time}
+	for i := range ent.Records {
+		r := ent.Records[i]
+		if r.Kind == KindLoadHints {
+			h = r.Hints
+			continue
+		}
+		old.Records = append(old.Records, r)
+	}
+	return h, old.Encode(nil)
+}
+
+// loadBulk loads snapshot items the way the broker's restart does, into
+// an engine whose slab the snapshot's job count sizes.
+func loadBulk(t *testing.T, items [][]byte, reserve int) *Engine {
+	t.Helper()
+	r := New(Options{Seed: 7, ReserveLimit: reserve})
+	r.StartBulkLoad()
+	for i, b := range items {
+		if !IsChunk(b) {
+			r.FinishBulkLoad()
+		}
+		if err := r.LoadItem(b); err != nil {
+			t.Fatalf("item %d: %v", i, err)
+		}
+		r.StartBulkLoad()
+	}
+	r.FinishBulkLoad()
+	if err := r.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func stateHash(t *testing.T, e *Engine) [32]byte {
+	t.Helper()
+	h, err := e.StateHash(func(r BlobRef) ([]byte, error) { return []byte(fmt.Sprint(r)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// hintsFixture: keyed, tagged, reserved and taken-before jobs, more of
+// them than a slab chunk holds, so a snapshot's chunks (1000 jobs, not a
+// divisor of the slab chunk) straddle slab chunks.
+func hintsFixture(t *testing.T) *fixture {
+	f := chunkFixture(t)
+	hour := time.Hour
+	var ids []string
+	for i := 0; i < chunkSize+5000; i++ {
+		req := PutRequest{Payload: []byte(fmt.Sprint(i))}
+		if i%10 == 0 {
+			req.Key = fmt.Sprint("user:", i%97)
+		}
+		if i%20 == 0 {
+			req.Tags = map[string]string{"tenant": fmt.Sprint(i % 11)}
+		}
+		if i%2 == 0 {
+			req.Delay = &hour
+		}
+		ids = append(ids, f.put("h", req).ID)
+	}
+	// jobs cancelled early give their slots to keyed jobs put last: in
+	// slot order (a snapshot's order) these come before older jobs of
+	// their keys, whose chains must still be in seq order
+	for _, j := range ids[:3000] {
+		if err := f.e.Cancel(f.now, "default", "h", j, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		f.put("h", PutRequest{Key: fmt.Sprint("user:", i%97)})
+	}
+	ttr := time.Minute
+	if _, err := f.e.Take(f.now, "default", TakeRequest{Queues: []string{"h"}, Max: 50, TTR: &ttr}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A snapshot's metadata carries the sizes of the tables its jobs fill,
+// a bulk load sizes them from it, and the result is the engine the
+// snapshot came from.
+func TestLoadHintsSizeTheTables(t *testing.T) {
+	f := hintsFixture(t)
+	items := chunkItems(t, f.e, 1000)
+	h, _ := hintsOf(t, items[0])
+	if h == nil {
+		t.Fatal("the snapshot's metadata has no load hints")
+	}
+	tagged := 0
+	for _, set := range f.e.tagIndex {
+		tagged += len(set)
+	}
+	want := LoadHints{Keys: uint64(len(f.e.keys.ids)), Exts: uint64(f.e.exts.len()), ExtBytes: uint64(f.e.exts.live),
+		Tags: uint64(len(f.e.tagIndex)), Tagged: uint64(tagged), Reserved: uint64(len(f.e.resv)), Attempts: uint64(len(f.e.attempts))}
+	if *h != want || h.Keys < 90 || h.Tags < 11 || h.Reserved < 50 || h.Attempts == 0 {
+		t.Fatalf("hints %+v, want %+v", *h, want)
+	}
+
+	r := New(Options{Seed: 7, ReserveLimit: 1 << 30})
+	if err := r.LoadItem(items[0]); err != nil {
+		t.Fatal(err)
+	}
+	if cap(r.keys.keys) < int(h.Keys)+1 || cap(r.keys.refs) < int(h.Keys)+1 || r.hints.tags != int(h.Tags) || r.hints.perTag != int(h.Tagged/h.Tags) {
+		t.Fatalf("after the metadata: key table for %d keys, tag hints %+v; hints %+v", cap(r.keys.keys), r.hints, *h)
+	}
+
+	bulk := loadBulk(t, items, 1<<30)
+	if got, want := stateHash(t, bulk), stateHash(t, f.e); got != want {
+		t.Fatal("the engine a hinted bulk load built hashes differently from the one that wrote the snapshot")
+	}
+	compareEngines(t, f.e, bulk, f.now)
+}
+
+// A snapshot written before the hints existed (its metadata has no such
+// record) loads as before, the tables growing as jobs arrive.
+func TestSnapshotWithoutLoadHintsLoads(t *testing.T) {
+	f := hintsFixture(t)
+	items := chunkItems(t, f.e, 1000)
+	h, old := hintsOf(t, items[0])
+	if h == nil {
+		t.Fatal("no hints to leave out")
+	}
+	items[0] = old
+	if h2, _ := hintsOf(t, old); h2 != nil {
+		t.Fatal("the old-format metadata still has hints")
+	}
+	for _, reserve := range []int{0, 1 << 30} {
+		r := loadBulk(t, items, reserve)
+		if got, want := stateHash(t, r), stateHash(t, f.e); got != want {
+			t.Fatalf("reserve limit %d: a snapshot without hints loads into another state", reserve)
+		}
+	}
+}
+
+// Damaged or implausible counts size nothing beyond the slab the
+// snapshot's job count sized (itself bounded by the snapshot's size), and
+// the jobs load all the same; a count of fields the bytes cannot hold is
+// refused as corrupt.
+func TestImplausibleLoadHints(t *testing.T) {
+	f := hintsFixture(t)
+	items := chunkItems(t, f.e, 1000)
+	_, old := hintsOf(t, items[0])
+	ent, err := DecodeEntry(old, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := uint64(1) << 60
+	r := ent.add()
+	r.Kind, r.Hints = KindLoadHints, &LoadHints{Keys: huge, Exts: huge, ExtBytes: huge, Tags: 1, Tagged: huge, Reserved: huge, Attempts: huge}
+	items[0] = ent.Encode(nil)
+
+	e := New(Options{Seed: 7, ReserveLimit: 1 << 30})
+	if err := e.LoadItem(items[0]); err != nil {
+		t.Fatal(err)
+	}
+	slab := len(e.jobs.chunks) * chunkSize
+	if slab == 0 || slab > f.e.Jobs()+chunkSize {
+		t.Fatalf("slab of %d jobs for %d", slab, f.e.Jobs())
+	}
+	if cap(e.keys.keys) > slab+1 || cap(e.exts.chunks) > slab/extChunkSize+1 || e.hints.perTag > slab {
+		t.Fatalf("hints of 2^60 sized the key table for %d, the arena for %d chunks, tag lists for %d; the slab holds %d",
+			cap(e.keys.keys), cap(e.exts.chunks), e.hints.perTag, slab)
+	}
+	if got, want := stateHash(t, loadBulk(t, items, 1<<30)), stateHash(t, f.e); got != want {
+		t.Fatal("a load with implausible hints built another state")
+	}
+
+	// no slab sized (a job count over the reserve limit): no hint is used
+	e = New(Options{Seed: 7, ReserveLimit: 10})
+	if err := e.LoadItem(items[0]); err != nil {
+		t.Fatal(err)
+	}
+	if cap(e.keys.keys) > 1 || e.hints.perTag != 0 || len(e.jobs.chunks) != 0 {
+		t.Fatalf("hints used without a sized slab: key table %d, per tag %d", cap(e.keys.keys), e.hints.perTag)
+	}
+
+	// a field count beyond the record's bytes
+	bad := (&Entry{Time: ent.Time, Records: []Record{{Kind: KindLoadHints}}}).Encode(nil)
+	bad[len(bad)-1] = 0x7f // count 127, no fields follow
+	if _, err := DecodeEntry(bad, 0, 0); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("hints claiming 127 fields in no bytes: %v", err)
+	}
+	// fields a later build appended are skipped
+	later := (&Entry{Time: ent.Time, Records: []Record{{Kind: KindLoadHints, Hints: &LoadHints{Keys: 3}}}}).Encode(nil)
+	later[len(later)-8] = 9 // 9 fields: the 7 known and two more
+	later = append(later, 5, 6)
+	got, err := DecodeEntry(later, 0, 0)
+	if err != nil || got.Records[0].Hints == nil || got.Records[0].Hints.Keys != 3 {
+		t.Fatalf("hints with two fields more: %+v, %v", got, err)
+	}
+}
+
+// A bulk load maps the snapshot writer's key ids to its own by the key's
+// bytes, not by the id alone: the writer's walk is fuzzy, and an id freed
+// and handed to another key between two chunks stands for that other key
+// in the later chunk.
+func TestBulkLoadKeyIDReusedForAnotherKey(t *testing.T) {
+	a := newFixture(t)
+	a.put("q", PutRequest{Key: "first"})
+	b := newFixture(t)
+	for i := 0; i < 5; i++ { // seqs after a's
+		j := b.put("q", PutRequest{})
+		if err := b.e.Cancel(b.now, "default", "q", j.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.put("q", PutRequest{Key: "second"})
+	ai, bi := chunkItems(t, a.e, 10), chunkItems(t, b.e, 10)
+	if a.e.keys.ids["first"] != b.e.keys.ids["second"] {
+		t.Fatal("the two writers gave their keys different ids")
+	}
+	r := loadBulk(t, [][]byte{ai[0], ai[1], bi[1]}, 1<<20)
+	keys := map[string]int{}
+	for slot := uint32(0); slot < r.jobs.next; slot++ {
+		if j := r.jobs.get(slot); j.state != StateNone {
+			keys[r.keys.keys[j.key]]++
+		}
+	}
+	if keys["first"] != 1 || keys["second"] != 1 {
+		t.Fatalf("keys after the load: %v, want first and second once each", keys)
+	}
+}
