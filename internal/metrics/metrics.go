@@ -39,7 +39,18 @@ type Metrics struct {
 	damage      *prometheus.CounterVec
 	realtime    atomic.Pointer[func() Realtime]
 
+	// reqObs caches requests' labelled children by protocol, route and
+	// status: WithLabelValues hashes the three values and formats the code
+	// on every request, a cost on every API call's path. The key space is
+	// bounded by the routes and the status codes the servers answer.
+	reqObs sync.Map // reqKey → prometheus.Observer
+
 	guard labelGuard
+}
+
+type reqKey struct {
+	protocol, op string
+	code         int
 }
 
 // QueueSource returns every queue's info at scrape time.
@@ -109,7 +120,12 @@ func (m *Metrics) Handler() http.Handler {
 
 // Request records one API request.
 func (m *Metrics) Request(protocol, op string, code int, d time.Duration) {
-	m.requests.WithLabelValues(protocol, op, strconv.Itoa(code)).Observe(d.Seconds())
+	k := reqKey{protocol, op, code}
+	o, ok := m.reqObs.Load(k)
+	if !ok {
+		o, _ = m.reqObs.LoadOrStore(k, m.requests.WithLabelValues(protocol, op, strconv.Itoa(code)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 // Connections returns the gauge of a protocol's open connections.

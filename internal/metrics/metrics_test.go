@@ -233,3 +233,27 @@ func TestRealtimeGauges(t *testing.T) {
 		}
 	}
 }
+
+// Request is on every API call's path: once a route and code were seen,
+// recording another costs no allocation, and every call is counted.
+func TestRequestCachedChild(t *testing.T) {
+	m := metrics.New(10, func(context.Context) ([]engine.QueueInfo, error) { return nil, nil })
+	m.Request("http", "POST /v1/x", 201, time.Millisecond)
+	if allocs := testing.AllocsPerRun(100, func() { m.Request("http", "POST /v1/x", 201, time.Millisecond) }); allocs != 0 {
+		t.Errorf("%v allocations per request", allocs)
+	}
+	m.Request("http", "POST /v1/x", 200, time.Millisecond)
+	m.Request("ws", "POST /v1/x", 201, time.Millisecond)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	sc := rec.Body.String()
+	for labels, want := range map[string]string{
+		`{code="201",op="POST /v1/x",protocol="http"}`: "102", // AllocsPerRun runs it once more than asked
+		`{code="200",op="POST /v1/x",protocol="http"}`: "1",
+		`{code="201",op="POST /v1/x",protocol="ws"}`:   "1",
+	} {
+		if got := value(t, sc, "chronoq_request_duration_seconds_count", labels); got != want {
+			t.Errorf("%s: %s requests, want %s", labels, got, want)
+		}
+	}
+}

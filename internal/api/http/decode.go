@@ -26,8 +26,43 @@ import (
 // one in reading order, which keeps messages deterministic.
 type object struct {
 	path string
-	m    map[string]json.RawMessage
-	err  error
+	// The members: in ms (a slice of arr for up to 8) when
+	// wireenc.AppendMembers took the object, which every hot route's body
+	// is — no map to build, no hashing per field read; else in m.
+	m   map[string]json.RawMessage
+	ms  []wireenc.Member
+	arr [8]wireenc.Member
+	err error
+}
+
+// member is the raw value of the member name.
+func (o *object) member(name string) (json.RawMessage, bool) {
+	if o.m != nil {
+		v, ok := o.m[name]
+		return v, ok
+	}
+	for _, m := range o.ms {
+		if string(m.Name) == name {
+			return m.Value, true
+		}
+	}
+	return nil, false
+}
+
+// names are the members' names, in no particular order.
+func (o *object) names() []string {
+	if o.m != nil {
+		names := make([]string, 0, len(o.m))
+		for k := range o.m {
+			names = append(names, k)
+		}
+		return names
+	}
+	names := make([]string, len(o.ms))
+	for i, m := range o.ms {
+		names[i] = string(m.Name)
+	}
+	return names
 }
 
 // isJSONSpace is JSON's own whitespace set; bytes.TrimSpace would also eat
@@ -72,14 +107,19 @@ func newObject(raw json.RawMessage, path string) (*object, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, badField(path, "must be a JSON object")
 	}
-	if m, ok := wireenc.SplitObject(raw); ok {
-		return &object{path: path, m: m}, nil
+	o := &object{path: path}
+	if ms, ok := wireenc.AppendMembers(o.arr[:0], raw); ok {
+		o.ms = ms
+		return o, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if m, ok := wireenc.SplitObject(raw); ok {
+		o.m = m
+		return o, nil
+	}
+	if err := json.Unmarshal(raw, &o.m); err != nil {
 		return nil, badField(path, "invalid JSON object: %v", err)
 	}
-	return &object{path: path, m: m}, nil
+	return o, nil
 }
 
 func joinPath(parent, name string) string {
@@ -115,9 +155,24 @@ func (o *object) allow(names ...string) {
 		return
 	}
 	var unknown []string
-	for k := range o.m {
-		if !slices.Contains(names, k) {
-			unknown = append(unknown, k)
+	known := func(k string) bool {
+		for _, n := range names {
+			if n == k {
+				return true
+			}
+		}
+		return false
+	}
+	if o.m != nil {
+		for k := range o.m {
+			if !known(k) {
+				unknown = append(unknown, k)
+			}
+		}
+	}
+	for _, m := range o.ms {
+		if !known(string(m.Name)) {
+			unknown = append(unknown, string(m.Name))
 		}
 	}
 	if len(unknown) > 0 {
@@ -129,12 +184,12 @@ func (o *object) allow(names ...string) {
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 
 // get returns a present, non-null field. Null means "not given" for every
-// optional field; the fields where null is a value read o.m directly.
+// optional field; the fields where null is a value read o.member.
 func (o *object) get(name string) (json.RawMessage, bool) {
 	if o.err != nil {
 		return nil, false
 	}
-	raw, ok := o.m[name]
+	raw, ok := o.member(name)
 	if !ok || isNull(raw) {
 		return nil, false
 	}
@@ -430,14 +485,12 @@ func (o *object) strMap(name string) (m map[string]string, present bool) {
 		o.setErr(err)
 		return nil, false
 	}
-	keys := make([]string, 0, len(child.m))
-	for k := range child.m {
-		keys = append(keys, k)
-	}
+	keys := child.names()
 	slices.Sort(keys)
 	m = make(map[string]string, len(keys))
 	for _, k := range keys {
-		v, ok := rawString(child.m[k])
+		raw, _ := child.member(k)
+		v, ok := rawString(raw)
 		if !ok {
 			o.setErr(badField(child.field(k), "must be a string"))
 			return nil, false
@@ -506,7 +559,7 @@ func (o *object) anyJSON(name string) (data []byte, present bool) {
 	if o.err != nil {
 		return nil, false
 	}
-	raw, ok := o.m[name]
+	raw, ok := o.member(name)
 	if !ok {
 		return nil, false
 	}

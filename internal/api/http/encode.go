@@ -36,6 +36,12 @@ var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return 
 
 const maxPooledAnswer = 64 << 10
 
+// contentTypeJSON is the hot routes' Content-Type header value, shared by
+// their answers: Header.Set makes a new slice for it on every request.
+// net/http only reads it (an Add would append to a copy, its capacity
+// being 1).
+var contentTypeJSON = []string{"application/json"}
+
 // writeEncoded writes the answer that enc appends: the hot routes' answers,
 // which internal/api/wireenc writes byte for byte as writeJSON would
 // (newline included) without reflection.
@@ -43,7 +49,7 @@ func writeEncoded(w http.ResponseWriter, status int, enc func([]byte) []byte) {
 	bp := answerBufs.Get().(*[]byte)
 	b := append(enc((*bp)[:0]), '\n')
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = contentTypeJSON
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

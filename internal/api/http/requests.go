@@ -30,7 +30,7 @@ func (o *object) payload(maxPayload int64, required bool) (data []byte, isJSON, 
 	if o.err != nil {
 		return nil, false, false
 	}
-	_, hasJSON := o.m["payload"]
+	_, hasJSON := o.member("payload")
 	b64, hasB64 := o.get("payload_base64")
 	switch {
 	case hasJSON && hasB64:
@@ -66,7 +66,11 @@ func (o *object) payload(maxPayload int64, required bool) (data []byte, isJSON, 
 // readPut reads a put body; extra names the fields the caller reads itself
 // (call's "wait", next's "queue").
 func readPut(o *object, lim limits, extra ...string) engine.PutRequest {
-	o.allow(append(slices.Clone(putFields), extra...)...)
+	if len(extra) == 0 {
+		o.allow(putFields...)
+	} else {
+		o.allow(append(slices.Clone(putFields), extra...)...)
+	}
 	var req engine.PutRequest
 	req.Payload, req.PayloadJSON, _ = o.payload(lim.maxPayload, true)
 	if req.ID = o.str("id"); req.ID != "" {

@@ -15,13 +15,24 @@ type handler func(w http.ResponseWriter, r *http.Request, t target) error
 
 // router is a ServeMux that answers unknown routes and wrong methods in the
 // API's JSON error shape instead of ServeMux's plain text.
+//
+// Every route is in two muxes: mux, which also has a catch-all "/" that
+// calls fallback, and routes, which has the routes alone. A request is
+// matched once, by mux; only a request no route takes is matched again,
+// by routes, to learn whether it is a 404 or a 405. (Asking mux.Handler
+// first and then serving through the mux matched every request twice.)
 type router struct {
 	s        *Server
 	mux      *http.ServeMux
+	routes   *http.ServeMux
 	patterns []string
 }
 
-func newRouter(s *Server) *router { return &router{s: s, mux: http.NewServeMux()} }
+func newRouter(s *Server) *router {
+	rt := &router{s: s, mux: http.NewServeMux(), routes: http.NewServeMux()}
+	rt.mux.HandleFunc("/", rt.fallback)
+	return rt
+}
 
 func (rt *router) handle(pattern string, sc scope, h handler) {
 	rt.handleHTTP(pattern, sc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +48,7 @@ func (rt *router) handle(pattern string, sc scope, h handler) {
 
 func (rt *router) handleHTTP(pattern string, sc scope, h http.Handler) {
 	rt.patterns = append(rt.patterns, pattern)
-	rt.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var route http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if obs := rt.s.opts.Observe; obs != nil {
 			start := time.Now()
 			sw := httpkit.NewStatusWriter(w)
@@ -49,19 +60,20 @@ func (rt *router) handleHTTP(pattern string, sc scope, h http.Handler) {
 			return
 		}
 		h.ServeHTTP(w, r)
-	}))
+	})
+	rt.mux.Handle(pattern, route)
+	rt.routes.Handle(pattern, route)
 }
 
-func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := rt.mux.Handler(r); pattern != "" {
-		rt.mux.ServeHTTP(w, r)
-		return
-	}
-	// No route matched. ServeMux knows whether that is a 404, a 405 (and
-	// which methods are allowed) or a redirect to a cleaned path; let it
-	// decide into a buffer, then answer 404 and 405 in JSON.
+func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+
+// fallback answers what no route took. ServeMux knows whether that is a
+// 404, a 405 (and which methods are allowed) or a redirect to a cleaned
+// path; let the routes alone decide into a buffer, then answer 404 and 405
+// in JSON.
+func (rt *router) fallback(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
-	rt.mux.ServeHTTP(rec, r)
+	rt.routes.ServeHTTP(rec, r)
 	switch rec.status {
 	case http.StatusNotFound:
 		rt.s.writeError(w, r, newAPIError(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path))

@@ -1,6 +1,7 @@
 package httpkit
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -146,5 +147,8 @@ func (br *budgetReader) done() {
 	defer br.mu.Unlock()
 	br.b.release(br.held)
 	br.held = 0
-	br.err = fmt.Errorf("request body: read after the handler returned")
+	br.err = errReadAfterHandler
 }
+
+// errReadAfterHandler is made once: done runs on every request with a body.
+var errReadAfterHandler = errors.New("request body: read after the handler returned")

@@ -124,3 +124,66 @@ func skipJSONValue(b []byte, i int) int {
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// Member is one member of a JSON object: its name (plain, as SplitObject
+// takes it) and its value's text, both slices of the object's text.
+type Member struct {
+	Name, Value []byte
+}
+
+// maxMembers bounds AppendMembers: its check for a repeated name is
+// quadratic, so larger objects go to SplitObject's map.
+const maxMembers = 16
+
+// AppendMembers is SplitObject without the map: it appends the object's
+// members to dst in their order, taking and refusing exactly what
+// SplitObject does, and also refusing an object of more than 16 members.
+// Given a stack array as dst it allocates nothing, which matters on the
+// paths every WebSocket command takes (docs/benchmarks.md).
+func AppendMembers(dst []Member, raw []byte) ([]Member, bool) {
+	if len(raw) < 2 || raw[0] != '{' {
+		return dst, false
+	}
+	first := len(dst)
+	i := skipJSONSpace(raw, 1)
+	if i < len(raw) && raw[i] == '}' {
+		return dst, i+1 == len(raw)
+	}
+	for {
+		if i >= len(raw) || raw[i] != '"' || len(dst)-first >= maxMembers {
+			return dst, false
+		}
+		end, plain := scanJSONString(raw, i)
+		if end < 0 || !plain {
+			return dst, false
+		}
+		name := raw[i+1 : end-1 : end-1]
+		for _, m := range dst[first:] {
+			if string(m.Name) == string(name) {
+				return dst, false // strict decoders see every occurrence: theirs to judge
+			}
+		}
+		i = skipJSONSpace(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return dst, false
+		}
+		i = skipJSONSpace(raw, i+1)
+		vend := skipJSONValue(raw, i)
+		if vend < 0 {
+			return dst, false
+		}
+		dst = append(dst, Member{Name: name, Value: raw[i:vend:vend]})
+		i = skipJSONSpace(raw, vend)
+		if i >= len(raw) {
+			return dst, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipJSONSpace(raw, i+1)
+		case '}':
+			return dst, i+1 == len(raw)
+		default:
+			return dst, false
+		}
+	}
+}

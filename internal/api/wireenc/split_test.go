@@ -12,6 +12,7 @@ import (
 // when it takes the object apart, the members are exactly json.Unmarshal's.
 func splitMatches(t *testing.T, raw []byte) {
 	t.Helper()
+	membersMatch(t, raw)
 	got, ok := SplitObject(raw)
 	var want map[string]json.RawMessage
 	err := json.Unmarshal(raw, &want)
@@ -28,6 +29,63 @@ func splitMatches(t *testing.T, raw []byte) {
 		if g, ok := got[k]; !ok || !bytes.Equal(g, v) {
 			t.Fatalf("%q: member %q is %q, want %q", raw, k, g, v)
 		}
+	}
+}
+
+// membersMatch checks AppendMembers against SplitObject: the same members
+// in the object's order, taken whenever SplitObject takes the object (and
+// it has at most maxMembers members), refused otherwise.
+func membersMatch(t *testing.T, raw []byte) {
+	t.Helper()
+	var arr [4]Member
+	ms, ok := AppendMembers(arr[:0], raw)
+	m, mok := SplitObject(raw)
+	if ok != (mok && len(m) <= maxMembers) {
+		t.Fatalf("%q: AppendMembers took it: %v, SplitObject: %v (%d members)", raw, ok, mok, len(m))
+	}
+	if !ok {
+		return
+	}
+	if len(ms) != len(m) {
+		t.Fatalf("%q: %d members, SplitObject %d", raw, len(ms), len(m))
+	}
+	at := 0
+	for _, x := range ms {
+		if v, found := m[string(x.Name)]; !found || !bytes.Equal(v, x.Value) {
+			t.Fatalf("%q: member %q is %q, SplitObject %q", raw, x.Name, x.Value, v)
+		}
+		i := bytes.Index(raw[at:], x.Value)
+		if i < 0 {
+			t.Fatalf("%q: member %q out of order", raw, x.Name)
+		}
+		at += i + len(x.Value)
+	}
+}
+
+func TestAppendMembersBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range maxMembers + 1 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`"k` + strings.Repeat("x", i) + `":1`)
+	}
+	b.WriteString("}")
+	if _, ok := AppendMembers(nil, []byte(b.String())); ok {
+		t.Errorf("%d members taken", maxMembers+1)
+	}
+	dst := []Member{{Name: []byte("before")}}
+	dst, ok := AppendMembers(dst, []byte(`{"before":1,"after":2}`))
+	if !ok || len(dst) != 3 || string(dst[2].Name) != "after" {
+		t.Errorf("appending after a member: %q, %v", dst, ok)
+	}
+	cmd := []byte(`{"id":1,"put":{"queue":"q","payload":"x"}}`)
+	if allocs := testing.AllocsPerRun(100, func() {
+		var arr [8]Member
+		AppendMembers(arr[:0], cmd)
+	}); allocs != 0 {
+		t.Errorf("%v allocations per object", allocs)
 	}
 }
 
@@ -78,6 +136,7 @@ func FuzzSplitObject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		SplitObject(raw) // must not panic on anything
+		AppendMembers(nil, raw)
 		if json.Valid(raw) {
 			splitMatches(t, raw)
 		}

@@ -26,9 +26,20 @@ type command struct {
 }
 
 // ops lists the commands; the frame decoder refuses anything else.
-var ops = map[string]bool{
-	"connect": true, "subscribe": true, "unsubscribe": true, "publish": true, "refresh": true,
-	"consume": true, "stop": true, "ack": true, "nack": true, "touch": true, "bury": true, "put": true,
+var ops = []string{
+	"connect", "subscribe", "unsubscribe", "publish", "refresh",
+	"consume", "stop", "ack", "nack", "touch", "bury", "put",
+}
+
+// opName is the command named k, as one of ops' strings (so naming the
+// command allocates nothing); false for an unknown command.
+func opName(k []byte) (string, bool) {
+	for _, op := range ops {
+		if op == string(k) {
+			return op, true
+		}
+	}
+	return "", false
 }
 
 // maxID keeps ids exact in JavaScript numbers.
@@ -57,14 +68,29 @@ func decodeCommand(frame []byte) (command, error) {
 	if len(frame) == 0 || frame[0] != '{' || !json.Valid(frame) {
 		return cmd, badRequest("a command is a JSON object: {\"id\":1,\"<op>\":{...}}")
 	}
-	m, ok := wireenc.SplitObject(frame) // without reflection: every command comes here
+	// Without reflection or a map: every command comes here.
+	var arr [8]wireenc.Member
+	members, ok := wireenc.AppendMembers(arr[:0], frame)
 	if !ok {
-		if err := json.Unmarshal(frame, &m); err != nil {
-			return cmd, badRequest("invalid command: %v", err)
+		m, ok := wireenc.SplitObject(frame)
+		if !ok {
+			if err := json.Unmarshal(frame, &m); err != nil {
+				return cmd, badRequest("invalid command: %v", err)
+			}
+		}
+		members = members[:0]
+		for k, v := range m {
+			members = append(members, wireenc.Member{Name: []byte(k), Value: v})
 		}
 	}
-	rawID, ok := m["id"]
-	if !ok {
+	var rawID []byte
+	found := false
+	for _, m := range members {
+		if string(m.Name) == "id" {
+			rawID, found = m.Value, true
+		}
+	}
+	if !found {
 		return cmd, badRequest("id: missing (a positive integer the answer will carry)")
 	}
 	id, err := strconv.ParseUint(string(rawID), 10, 64)
@@ -72,17 +98,18 @@ func decodeCommand(frame []byte) (command, error) {
 		return cmd, badRequest("id: must be an integer from 1 to 2^53-1, got %.40s", rawID)
 	}
 	cmd.ID = id
-	for k, v := range m {
-		if k == "id" {
+	for _, m := range members {
+		if string(m.Name) == "id" {
 			continue
 		}
-		if !ops[k] {
-			return cmd, badRequest("unknown command %q", k)
+		op, known := opName(m.Name)
+		if !known {
+			return cmd, badRequest("unknown command %q", m.Name)
 		}
 		if cmd.Op != "" {
-			return cmd, badRequest("one command per frame, got %q and %q", cmd.Op, k)
+			return cmd, badRequest("one command per frame, got %q and %q", cmd.Op, op)
 		}
-		cmd.Op, cmd.Body = k, v
+		cmd.Op, cmd.Body = op, m.Value
 	}
 	if cmd.Op == "" {
 		return cmd, badRequest("no command in the frame")
@@ -262,18 +289,22 @@ func decodePutBody(raw json.RawMessage, b *putBody) error {
 // non-null payload, as encoding/json would; false (b partly filled) for
 // any other body.
 func fastPutBody(raw json.RawMessage, b *putBody) bool {
-	m, ok := wireenc.SplitObject(trimSpace(raw))
+	var arr [8]wireenc.Member
+	members, ok := wireenc.AppendMembers(arr[:0], trimSpace(raw))
 	if !ok {
 		return false
 	}
-	for k, v := range m {
+	for _, m := range members {
+		v := m.Value
 		var dst *string
-		switch k {
+		switch string(m.Name) {
 		case "payload":
 			if string(v) == "null" {
 				return false
 			}
-			b.Payload = append(json.RawMessage(nil), v...)
+			// The command's frame is this message's own buffer (frames.go),
+			// so the payload is not copied here; request copies it once.
+			b.Payload = v
 			continue
 		case "namespace":
 			dst = &b.Namespace
@@ -412,6 +443,16 @@ func compactJSON(field string, raw json.RawMessage, max int64) ([]byte, error) {
 	if len(raw) == 0 {
 		return nil, badRequest("%s: missing", field)
 	}
+	if !hasJSONSpace(raw) {
+		// Every value comes out of a frame decodeCommand checked with
+		// json.Valid (or out of json.Unmarshal), so one without whitespace
+		// is compact already: a copy is json.Compact's result, without its
+		// second scan.
+		if int64(len(raw)) > max {
+			return nil, errf("payload_too_large", "%s: %d bytes, the limit is %d", field, len(raw), max)
+		}
+		return bytes.Clone(raw), nil
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, badRequest("%s: invalid JSON: %v", field, err)
@@ -506,6 +547,17 @@ func marshal(v any) []byte {
 		return []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// hasJSONSpace says whether b holds a byte of JSON's whitespace, between
+// tokens or (then harmlessly) inside a string.
+func hasJSONSpace(b []byte) bool {
+	for _, c := range b {
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			return true
+		}
+	}
+	return false
 }
 
 func trimSpace(b []byte) []byte {

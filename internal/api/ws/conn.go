@@ -80,8 +80,9 @@ type conn struct {
 type msgKind uint8
 
 const (
-	kindText msgKind = iota // data is a JSON message
-	kindPub                 // pub is a publication
+	kindText  msgKind = iota // data is a JSON message
+	kindFrame                // WebSocket only: data is a text frame, ready to write
+	kindPub                  // pub is a publication
 	kindPing
 	kindPong
 	kindClose // data is the close payload (code + reason)
@@ -117,7 +118,19 @@ func (c *conn) Deliver(p *pubsub.Publication) bool {
 
 // send queues m; false means the connection is closing (or was just cut
 // off for being too slow) and m was dropped.
-func (c *conn) send(m outMsg) bool {
+func (c *conn) send(m outMsg) bool { return c.enqueue(m, false) }
+
+// sendNow is send for a reply from the goroutine running commands: when
+// no writer owns the socket, that goroutine writes the queue itself with
+// one non-blocking write (flushOnce) instead of starting a writer
+// goroutine for it, which was a goroutine start and a wake-up per put
+// (docs/benchmarks.md, "WebSocket and HTTP put, per request"). What the
+// socket does not take goes to the writer goroutine as before, so the
+// caller never waits for the client. Publishers and the broker's
+// goroutines use send: a write(2) has no place on their paths.
+func (c *conn) sendNow(m outMsg) bool { return c.enqueue(m, true) }
+
+func (c *conn) enqueue(m outMsg, now bool) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -134,6 +147,12 @@ func (c *conn) send(m outMsg) bool {
 		c.qBytes += n
 	}
 	c.q = append(c.q, m)
+	if now && !c.writing && c.raw != nil {
+		c.writing = true
+		c.mu.Unlock()
+		c.flushOnce(nil, nil)
+		return true
+	}
 	c.kickLocked()
 	c.mu.Unlock()
 	return true
@@ -256,6 +275,8 @@ func (c *conn) flushWS() {
 				frame = wireOf(m.pub).wsFrame
 			case kindText:
 				frame = appendFrame(nil, websocket.TextMessage, m.data)
+			case kindFrame:
+				frame = m.data
 			case kindPing:
 				frame = appendFrame(nil, websocket.PingMessage, nil)
 			case kindPong:

@@ -63,7 +63,7 @@ func (c *conn) queueCommand(cmd command) {
 		}
 		// Written by hand: encoding/json's reflection on this answer was
 		// the put path's largest cost after decoding (docs/benchmarks.md).
-		c.replyRaw(cmd.ID, wireenc.AppendPut(make([]byte, 0, 128), r))
+		c.replyPut(cmd.ID, r)
 	case "ack", "nack", "touch", "bury":
 		if c.sem == nil {
 			c.sem = make(chan struct{}, c.s.opts.MaxInflight)

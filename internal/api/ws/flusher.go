@@ -176,15 +176,23 @@ func (c *conn) flushOnce(buf []byte, batch []outMsg) ([]byte, []outMsg) {
 	batch = c.takeQueue(batch)
 	c.mu.Unlock()
 	buf = buf[:0]
+	out := buf
 	pubs := false
-	for i := range batch {
-		m := &batch[i]
-		if m.kind == kindPub {
-			pubs = pubs || m.bounded
-			buf = append(buf, wireOf(m.pub).wsFrame...)
-		} else {
-			buf = appendFrame(buf, websocket.TextMessage, m.data)
+	if len(batch) == 1 && batch[0].kind == kindFrame {
+		out = batch[0].data // a lone reply (sendNow) goes out as it is
+	} else {
+		for i := range batch {
+			switch m := &batch[i]; m.kind {
+			case kindPub:
+				pubs = pubs || m.bounded
+				buf = append(buf, wireOf(m.pub).wsFrame...)
+			case kindFrame:
+				buf = append(buf, m.data...)
+			default:
+				buf = appendFrame(buf, websocket.TextMessage, m.data)
+			}
 		}
+		out = buf
 	}
 	clear(batch)
 	// A deadline flushWS set stays on the socket, and once past it fails
@@ -194,14 +202,14 @@ func (c *conn) flushOnce(buf []byte, batch []outMsg) ([]byte, []outMsg) {
 		c.nc.SetWriteDeadline(time.Time{})
 		c.wdeadline = time.Time{}
 	}
-	n, err := c.tryWrite(buf)
+	n, err := c.tryWrite(out)
 	if err != nil {
 		c.finishWriting(true)
 		return buf, batch
 	}
-	if n < len(buf) {
+	if n < len(out) {
 		c.mu.Lock()
-		c.unsent = append(c.unsent[:0], buf[n:]...)
+		c.unsent = append(c.unsent[:0], out[n:]...)
 		c.mu.Unlock()
 		go c.flushWS()
 		return buf, batch
@@ -227,7 +235,7 @@ func (c *conn) flushOnce(buf []byte, batch []outMsg) ([]byte, []outMsg) {
 // flushable: the queue holds only what a flusher writes.
 func flushable(q []outMsg) bool {
 	for i := range q {
-		if k := q[i].kind; k != kindPub && k != kindText {
+		if k := q[i].kind; k != kindPub && k != kindText && k != kindFrame {
 			return false
 		}
 	}

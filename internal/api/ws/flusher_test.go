@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
@@ -237,5 +238,42 @@ func TestFlusherIgnoresAStaleWriteDeadline(t *testing.T) {
 	}
 	if c.isClosing() {
 		t.Fatal("the connection is closing")
+	}
+}
+
+// Put answers are written by the goroutine that ran the put (sendNow);
+// when the client does not read, that goroutine must not wait for it:
+// what the socket does not take goes to the writer goroutine, and every
+// answer arrives once, in order, byte for byte.
+func TestPutAnswersNeverWaitForTheClient(t *testing.T) {
+	s, err := New(nil, nil, Options{Logger: quietLog, WriteTimeout: 10 * time.Second, MaxQueueBytes: 64 << 20, MaxQueue: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cli := tcpConn(t, s)
+	c.nc.(*net.TCPConn).SetWriteBuffer(64 << 10)
+	cli.SetReadBuffer(64 << 10)
+	const n = 20000 // ~2.4 MB of answers: far more than both socket buffers
+	r := engine.PutResult{ID: "01JD3W1A2B3C4D5E6F7G8H9J0K", State: engine.StateReady}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for id := uint64(1); id <= n; id++ {
+			c.replyPut(id, r)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("answering waited for a client that does not read")
+	}
+	cli.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReaderSize(cli, 4<<10)
+	for id := uint64(1); id <= n; id++ {
+		op, b := readFrame(t, br)
+		want := appendPutReply(nil, id, r)
+		if op != 1 || string(b) != string(want) {
+			t.Fatalf("answer %d: opcode %d, %s; want %s", id, op, b, want)
+		}
 	}
 }

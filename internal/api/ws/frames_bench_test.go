@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/chronoq/chronoq/internal/engine"
 )
 
 // loopFrames is a socket that yields the same frames forever.
@@ -87,4 +89,39 @@ func itoa(n int) string {
 		return string(rune('0' + n))
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// BenchmarkPutCommand is a put command's own work on the goroutine running
+// commands, without the broker: the envelope, the body, the engine
+// request and the reply, as `chronoq-bench --target chronoq-ws` sends
+// them (a 100-byte string payload).
+func BenchmarkPutCommand(b *testing.B) {
+	frame := []byte(`{"id":12345,"put":{"queue":"bench","payload":"` + string(make100()) + `"}}`)
+	res := engine.PutResult{ID: "01JD3W1A2B3C4D5E6F7G8H9J0K", Seq: 42, State: engine.StateReady}
+	b.ReportAllocs()
+	for b.Loop() {
+		cmd, err := decodeCommand(frame)
+		if err != nil || cmd.Op != "put" {
+			b.Fatal(cmd.Op, err)
+		}
+		var body putBody
+		if err := decodePutBody(cmd.Body, &body); err != nil {
+			b.Fatal(err)
+		}
+		req, err := body.request(1 << 20)
+		if err != nil || len(req.Payload) != 102 {
+			b.Fatal(len(req.Payload), err)
+		}
+		if frame := frameAround(appendPutReply(make([]byte, maxFrameHeader, 192), cmd.ID, res), maxFrameHeader); len(frame) == 0 {
+			b.Fatal("no frame")
+		}
+	}
+}
+
+func make100() []byte {
+	p := make([]byte, 100)
+	for i := range p {
+		p[i] = 'a' + byte(i%26)
+	}
+	return p
 }

@@ -1,6 +1,7 @@
 package ws
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
@@ -70,4 +71,22 @@ func FuzzFastPutBody(f *testing.F) {
 			fastMatches(t, raw)
 		}
 	})
+}
+
+// compactJSON gives json.Compact's bytes and limits for every valid value,
+// with or without whitespace.
+func TestCompactJSONMatchesCompact(t *testing.T) {
+	for _, v := range []string{`"x"`, `"a b"`, `{"a":[1,2,{"b":null}]}`, `{ "a" : [ 1 , 2 ] }`, `1e+3`, `-0.5`, `true`, `null`, "[\n1,\t\"\\n\"\r]", `"\u00e9<&>"`} {
+		var want bytes.Buffer
+		if err := json.Compact(&want, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := compactJSON("payload", []byte(v), 1<<10)
+		if err != nil || !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("%q: %q, %v; want %q", v, got, err, want.Bytes())
+		}
+		if _, err := compactJSON("payload", []byte(v), int64(want.Len()-1)); err == nil || errorOf(err).Code != "payload_too_large" {
+			t.Errorf("%q over the limit: %v", v, err)
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/chronoq/chronoq/internal/api/wireenc"
 	"github.com/chronoq/chronoq/internal/engine"
 )
@@ -26,12 +28,28 @@ func TestPutReplyMatchesEncodingJSON(t *testing.T) {
 			ID     uint64 `json:"id"`
 			Result any    `json:"result"`
 		}{c.id, wireenc.Put(c.r)})
-		got := appendReply(nil, c.id, wireenc.AppendPut(nil, c.r))
+		got := appendPutReply(nil, c.id, c.r)
 		if !bytes.Equal(got, want) {
 			t.Errorf("id %d:\n got %s\nwant %s", c.id, got, want)
 		}
+		frame := frameAround(appendPutReply(make([]byte, maxFrameHeader), c.id, c.r), maxFrameHeader)
+		if wantFrame := appendFrame(nil, websocket.TextMessage, want); !bytes.Equal(frame, wantFrame) {
+			t.Errorf("id %d: frame\n got %q\nwant %q", c.id, frame, wantFrame)
+		}
 		if !json.Valid(got) {
 			t.Errorf("id %d: not JSON: %s", c.id, got)
+		}
+	}
+}
+
+// frameAround frames a message in place exactly as appendFrame does, at
+// every header size.
+func TestFrameAroundMatchesAppendFrame(t *testing.T) {
+	for _, n := range []int{0, 1, 125, 126, 127, 0xffff, 0x10000} {
+		msg := bytes.Repeat([]byte("x"), n)
+		got := frameAround(append(make([]byte, maxFrameHeader), msg...), maxFrameHeader)
+		if want := appendFrame(nil, websocket.TextMessage, msg); !bytes.Equal(got, want) {
+			t.Errorf("%d bytes: header %x, want %x", n, got[:min(len(got), 10)], want[:min(len(want), 10)])
 		}
 	}
 }

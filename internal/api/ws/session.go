@@ -2,10 +2,15 @@ package ws
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/gorilla/websocket"
+
+	"github.com/chronoq/chronoq/internal/api/wireenc"
+	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/pubsub"
 )
 
@@ -20,17 +25,45 @@ func (c *conn) reply(id uint64, v any) {
 	}{id, v})})
 }
 
-// replyRaw queues {"id":N,"result":result}; result is JSON.
-func (c *conn) replyRaw(id uint64, result []byte) {
-	c.send(outMsg{kind: kindText, bounded: true, data: appendReply(make([]byte, 0, len(result)+32), id, result)})
+// replyPut answers a put with {"id":N,"result":<the put answer>} from the
+// goroutine running commands, written by it when the socket is free
+// (sendNow). The answer is encoded straight into its frame: one buffer
+// per put.
+func (c *conn) replyPut(id uint64, r engine.PutResult) {
+	b := make([]byte, maxFrameHeader, 192)
+	b = appendPutReply(b, id, r)
+	c.sendNow(outMsg{kind: kindFrame, bounded: true, data: frameAround(b, maxFrameHeader)})
 }
 
-// appendReply appends reply's encoding of {"id":N,"result":result}.
-func appendReply(dst []byte, id uint64, result []byte) []byte {
+// maxFrameHeader is the room frameAround needs before a message.
+const maxFrameHeader = 10
+
+// frameAround makes b[off:], a text message with off bytes of room before
+// it, a text frame in place, as appendFrame would encode it.
+func frameAround(b []byte, off int) []byte {
+	n := len(b) - off
+	var hdr [maxFrameHeader]byte
+	h := appendFrame(hdr[:0], websocket.TextMessage, nil)
+	switch {
+	case n <= 125:
+		h[1] = byte(n)
+	case n <= 0xffff:
+		h = append(h[:1], 126, byte(n>>8), byte(n))
+	default:
+		h = append(h[:1], 127)
+		h = binary.BigEndian.AppendUint64(h, uint64(n))
+	}
+	start := off - len(h)
+	copy(b[start:], h)
+	return b[start:]
+}
+
+// appendPutReply appends reply's encoding of {"id":N,"result":<r>}.
+func appendPutReply(dst []byte, id uint64, r engine.PutResult) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = strconv.AppendUint(dst, id, 10)
 	dst = append(dst, `,"result":`...)
-	dst = append(dst, result...)
+	dst = wireenc.AppendPut(dst, r)
 	return append(dst, '}')
 }
 
