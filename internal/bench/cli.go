@@ -31,7 +31,8 @@ Scenarios:
              latency is publish -> delivery
   mixed      --conns producers put while --conns other connections take
              and ack the same queue; jobs are consumed jobs, latency is a
-             consume request (put latency reported apart); with
+             consume request (put latency reported apart); producers
+             wait while --backlog jobs are put and not yet taken; with
              --base-conns B it first runs B+B and prints the ratios
   scale      fill the server through the batch API with --jobs jobs
              (delays over a year, a tenth keyed, a twentieth tagged), then
@@ -85,6 +86,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.BoolVar(&cfg.NoServerCPU, "no-server-cpu", false, "do not measure the server's CPU time")
 	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")
 	fs.IntVar(&baseConns, "base-conns", 0, "mixed: first run with this many producers and consumers, then --conns, and compare")
+	fs.IntVar(&cfg.Backlog, "backlog", 0, "mixed: producers wait while this many jobs are put and not yet taken (0: 2 x --conns; negative: unpaced, put as fast as possible)")
 	fs.Int64Var(&scale.Jobs, "jobs", 100_000_000, "scale: jobs to fill")
 	fs.IntVar(&scale.Conns, "fill-conns", 8, "scale: connections sending batches while filling")
 	fs.StringVar(&scale.AdminAddr, "admin-addr", "127.0.0.1:7778", "scale: the server's admin listener (metrics, pprof, backup)")
