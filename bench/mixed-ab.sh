@@ -6,7 +6,9 @@
 # over the beanstalkd protocol and over HTTP against each in turn (base,
 # new, base, new ...). Compare same-repetition ratios, not lone absolutes:
 # the machine is shared. Each line of OUT is one `chronoq-bench --json`
-# object plus "rep" and "load" (1-minute load average when it started).
+# object plus "rep", "load" (1-minute load average when it started) and
+# "cpu_some" (/proc/pressure/cpu some avg10: the share of the last 10 s in
+# which some runnable task waited for a CPU).
 #
 #   bench/mixed-ab.sh BASE_BIN NEW_BIN OUT [REPS (3)] [DURATION (10s)]
 #   bench/mixed-ab.sh --table OUT
@@ -34,11 +36,11 @@ if [[ ${1:-} == --table ]]; then
 	  group_by(.target) | .[] | . as $runs
 	  | [group_by(.rep)[] | (map(.conns) | max) as $m | (map(select(.conns < $m))[0]) as $s | (map(select(.conns == $m))[0]) as $l
 	     | select($s != null and $l != null)
-	     | {rep: $l.rep, load: $l.load, small: $s.jobs_per_sec, large: $l.jobs_per_sec,
+	     | {rep: $l.rep, load: $l.load, psi: ($l.cpu_some // ""), small: $s.jobs_per_sec, large: $l.jobs_per_sec,
 	        ratio: ($l.jobs_per_sec / $s.jobs_per_sec), cp: ($l.p99_ms / $l.p50_ms), pp: ($l.put_p99_ms / $l.put_p50_ms),
 	        cpus: ($s.server_cpu_us_per_op // 0), cpul: ($l.server_cpu_us_per_op // 0)}] as $reps
-	  | ($reps[] | "\($runs[0].target)\trep \(.rep)\tload \(.load)\t\(.small | round) -> \(.large | round) jobs/s\t\(.ratio * 100 | round) %\tconsume p99/p50 \(.cp | r2)\tput p99/p50 \(.pp | r2)\tserver CPU/job \(.cpus | round) -> \(.cpul | round) us"),
-	    "\($runs[0].target)\tmedian\t\t\(map($reps[].small) | median | round) -> \(map($reps[].large) | median | round) jobs/s\t\(map($reps[].ratio) | median * 100 | round) %\tconsume p99/p50 \(map($reps[].cp) | median | r2)\tput p99/p50 \(map($reps[].pp) | median | r2)\tserver CPU/job \(map($reps[].cpus) | median | round) -> \(map($reps[].cpul) | median | round) us"
+	  | ($reps[] | "\($runs[0].target)\trep \(.rep)\tload \(.load)\tcpu some \(.psi)\t\(.small | round) -> \(.large | round) jobs/s\t\(.ratio * 100 | round) %\tconsume p99/p50 \(.cp | r2)\tput p99/p50 \(.pp | r2)\tserver CPU/job \(.cpus | round) -> \(.cpul | round) us"),
+	    "\($runs[0].target)\tmedian\t\t\t\(map($reps[].small) | median | round) -> \(map($reps[].large) | median | round) jobs/s\t\(map($reps[].ratio) | median * 100 | round) %\tconsume p99/p50 \(map($reps[].cp) | median | r2)\tput p99/p50 \(map($reps[].pp) | median | r2)\tserver CPU/job \(map($reps[].cpus) | median | round) -> \(map($reps[].cpul) | median | round) us"
 	' "$2"
 	exit 0
 fi
@@ -67,7 +69,9 @@ run() { # label target addr server-pid
 	local out
 	if out=$("${gen[@]}" "$BENCH" --target "$2" --addr "$3" --label "$1" --server-pid "$4" --scenario mixed \
 		--conns "$CONNS" --base-conns "$BASE_CONNS" --backlog "$BACKLOG" --duration "$DUR" --payload 100 --json 2>&1); then
-		echo "$out" | sed "s/^{/{\"rep\":$rep,\"load\":\"$(cut -d' ' -f1 /proc/loadavg)\",/" >>"$OUT"
+		local psi
+		psi=$(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/cpu 2>/dev/null || true)
+		echo "$out" | sed "s/^{/{\"rep\":$rep,\"load\":\"$(cut -d' ' -f1 /proc/loadavg)\",\"cpu_some\":\"${psi:-}\",/" >>"$OUT"
 	else
 		echo "$1: $out" >&2
 	fi
