@@ -6,7 +6,7 @@
 # over the beanstalkd protocol and over HTTP against each in turn (base,
 # new, base, new ...). Compare same-repetition ratios, not lone absolutes:
 # the machine is shared. Each line of OUT is one `chronoq-bench --json`
-# object plus "rep", "load" (1-minute load average when it started) and
+# object plus "rep", "load" (1-minute load average as the run ended) and
 # "cpu_some" (/proc/pressure/cpu some avg10: the share of the last 10 s in
 # which some runnable task waited for a CPU).
 #
