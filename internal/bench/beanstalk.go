@@ -35,15 +35,24 @@ func (t *beanstalkTarget) Cleanup(context.Context) error { return nil }
 // hanging the run.
 const OpTimeout = 30 * time.Second
 
-// deadlineConn sets a read deadline before each read.
+// deadlineConn keeps a read deadline at least OpTimeout/2 beyond the
+// current command's wait. It moves the deadline only when less is left:
+// moving it is a runtime timer update, and one per read of each of a
+// thousand connections was load-generator CPU per job that grew with the
+// connection count.
 type deadlineConn struct {
 	net.Conn
 	wait time.Duration // the current command's own wait (reserve)
+	set  time.Time     // the deadline in force
 }
 
 func (d *deadlineConn) Read(p []byte) (int, error) {
-	if err := d.Conn.SetReadDeadline(time.Now().Add(d.wait + OpTimeout)); err != nil {
-		return 0, err
+	now := time.Now()
+	if d.set.Before(now.Add(d.wait + OpTimeout/2)) {
+		d.set = now.Add(d.wait + OpTimeout)
+		if err := d.Conn.SetReadDeadline(d.set); err != nil {
+			return 0, err
+		}
 	}
 	return d.Conn.Read(p)
 }

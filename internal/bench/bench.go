@@ -58,6 +58,11 @@ type Config struct {
 	// (AckTaker).
 	ThreeRequests bool
 
+	// Backlog (mixed) bounds the jobs put and not yet taken: producers
+	// wait for room (mixed.go). 0 means 2 × Conns; negative means
+	// unpaced, producers put as fast as they can.
+	Backlog int
+
 	// Progress, when set, gets a live "\r"-rewritten status line.
 	Progress io.Writer
 	// ProgressEvery is the progress period [1s].
@@ -95,6 +100,8 @@ type Result struct {
 	PutsPerSec float64 `json:"puts_per_sec,omitempty"`
 	PutP50MS   float64 `json:"put_p50_ms,omitempty"`
 	PutP99MS   float64 `json:"put_p99_ms,omitempty"`
+	// mixed: the bound on jobs put and not yet taken (0: unpaced).
+	Backlog int `json:"backlog,omitempty"`
 }
 
 // ErrUnsupported marks a scenario a target cannot run; the report shows
@@ -239,6 +246,18 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("bad delay range %s..%s", cfg.DelayMin, cfg.DelayMax)
 	}
 	return nil
+}
+
+// backlog is the mixed scenario's bound on jobs put and not yet taken;
+// 0 is unpaced.
+func (cfg *Config) backlog() int {
+	switch {
+	case cfg.Backlog < 0:
+		return 0
+	case cfg.Backlog == 0:
+		return 2 * cfg.Conns
+	}
+	return cfg.Backlog
 }
 
 type runner struct {

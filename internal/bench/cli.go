@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"time"
 )
 
@@ -31,7 +32,8 @@ Scenarios:
              latency is publish -> delivery
   mixed      --conns producers put while --conns other connections take
              and ack the same queue; jobs are consumed jobs, latency is a
-             consume request (put latency reported apart); with
+             consume request (put latency reported apart); producers
+             wait while --backlog jobs are put and not yet taken; with
              --base-conns B it first runs B+B and prints the ratios
   scale      fill the server through the batch API with --jobs jobs
              (delays over a year, a tenth keyed, a twentieth tagged), then
@@ -68,6 +70,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 		delayRange string
 		jsonOut    bool
 		cdfPath    string
+		cpuProfile string
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&cfg.Target, "target", "chronoq-http", "a target listed above")
@@ -84,7 +87,9 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.BoolVar(&cfg.ThreeRequests, "three-requests", false, "lifecycle: put, take and ack in three requests even where the target acks and takes the next job in one (chronoq-http)")
 	fs.BoolVar(&cfg.NoServerCPU, "no-server-cpu", false, "do not measure the server's CPU time")
 	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file (is the client or the server the limit?)")
 	fs.IntVar(&baseConns, "base-conns", 0, "mixed: first run with this many producers and consumers, then --conns, and compare")
+	fs.IntVar(&cfg.Backlog, "backlog", 0, "mixed: producers wait while this many jobs are put and not yet taken (0: 2 x --conns; negative: unpaced, put as fast as possible)")
 	fs.Int64Var(&scale.Jobs, "jobs", 100_000_000, "scale: jobs to fill")
 	fs.IntVar(&scale.Conns, "fill-conns", 8, "scale: connections sending batches while filling")
 	fs.StringVar(&scale.AdminAddr, "admin-addr", "127.0.0.1:7778", "scale: the server's admin listener (metrics, pprof, backup)")
@@ -113,6 +118,17 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	}
 	if isTerminal(os.Stderr) {
 		cfg.Progress = os.Stderr
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -10,14 +10,24 @@ import (
 	"time"
 )
 
-// The mixed scenario: --conns producer connections put as fast as they
-// can while --conns other connections consume the same queue (take, ack;
-// chronoq-http acks and takes the next job in one request). Jobs are the
-// jobs consumed; jobs_per_sec counts them, puts_per_sec the puts. The
-// main percentiles are one consume request (a take that found a job, and
-// its ack), put_p50_ms/put_p99_ms one put. Consumers that find the queue
-// empty wait (mixedWait) and that wait is not a sample: it measures the
-// producers, not the server.
+// The mixed scenario: --conns producer connections put while --conns
+// other connections consume the same queue (take, ack; chronoq-http acks
+// and takes the next job in one request). Jobs are the jobs consumed;
+// jobs_per_sec counts them, puts_per_sec the puts. The main percentiles
+// are one consume request (a take that found a job, and its ack),
+// put_p50_ms/put_p99_ms one put. Consumers that find the queue empty wait
+// (mixedWait) and that wait is not a sample: it measures the producers,
+// not the server.
+//
+// Producers are paced to what the consumers take (Config.Backlog): a put
+// needs room in a backlog of jobs put and not yet taken, and every take
+// makes room. Unpaced, producers that outrun the consumers (puts are
+// cheaper than take + ack) grow the queue for the whole run, so the rate
+// depends on how long the run and the runs before it on the same server
+// lasted, and the producers take CPU from the consumers on a shared
+// machine; paced, the queue holds a steady backlog, every consumer finds
+// a job, and puts/s equals jobs/s. The wait for room is not part of the
+// put sample.
 
 // mixedWait bounds one consumer take; an empty answer is not an error.
 const mixedWait = time.Second
@@ -43,11 +53,14 @@ func runMixed(ctx context.Context, cfg Config, tgt Target) (Result, *Recorder, e
 	r := &runner{cfg: cfg, caps: tgt.Caps()}
 	_, r.ackTake = cons[0].(AckTaker)
 	var puts atomic.Int64
+	room := newBacklog(cfg.backlog())
 	putRecs := make([]*Recorder, cfg.Conns)
 	conRecs := make([]*Recorder, cfg.Conns)
 	r.meterStart(tgt)
 	start := time.Now()
 	r.deadline = start.Add(cfg.Duration)
+	stopRoom := time.AfterFunc(cfg.Duration, room.close)
+	defer stopRoom.Stop()
 	stopProgress := r.progress(start)
 	fail := func(err error) {
 		r.errs.Add(1)
@@ -65,8 +78,12 @@ func runMixed(ctx context.Context, cfg Config, tgt Target) (Result, *Recorder, e
 			}
 			bad := 0
 			for ctx.Err() == nil && time.Now().Before(r.deadline) && bad < maxConsecutiveErrors {
+				if !room.acquire(ctx) {
+					return
+				}
 				t0 := time.Now()
 				if err := prods[i].Put(ctx, payload, 0); err != nil {
+					room.release()
 					fail(fmt.Errorf("put: %w", err))
 					bad++
 					continue
@@ -78,7 +95,7 @@ func runMixed(ctx context.Context, cfg Config, tgt Target) (Result, *Recorder, e
 		}()
 		go func() {
 			defer wg.Done()
-			r.consume(ctx, cons[i], conRecs[i], fail)
+			r.consume(ctx, cons[i], conRecs[i], room, fail)
 		}()
 	}
 	wg.Wait()
@@ -93,6 +110,7 @@ func runMixed(ctx context.Context, cfg Config, tgt Target) (Result, *Recorder, e
 	}
 	res, rec, err := r.finish(ctx, tgt, elapsed, rec)
 	res.Puts = puts.Load()
+	res.Backlog = cfg.backlog()
 	res.PutsPerSec = round3(float64(res.Puts) / elapsed.Seconds())
 	res.PutP50MS, res.PutP99MS = ms(putRec.Quantile(0.5)), ms(putRec.Quantile(0.99))
 	return res, rec, err
@@ -100,7 +118,7 @@ func runMixed(ctx context.Context, cfg Config, tgt Target) (Result, *Recorder, e
 
 // consume takes and acks until the deadline; the sample is the request(s)
 // that brought a job and acked the previous one.
-func (r *runner) consume(ctx context.Context, c Conn, rec *Recorder, fail func(error)) {
+func (r *runner) consume(ctx context.Context, c Conn, rec *Recorder, room *backlog, fail func(error)) {
 	at, _ := c.(AckTaker)
 	var held *Job
 	defer func() {
@@ -146,6 +164,56 @@ func (r *runner) consume(ctx context.Context, c Conn, rec *Recorder, fail func(e
 		bad = 0
 		held = &j
 		rec.Record(time.Since(t0))
+		room.release()
+	}
+}
+
+// backlog bounds the jobs put and not yet taken: a producer takes a slot
+// before it puts, a consumer's take gives one back. A nil backlog never
+// blocks (Config.Backlog < 0).
+type backlog struct {
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newBacklog(n int) *backlog {
+	if n <= 0 {
+		return nil
+	}
+	return &backlog{slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+// acquire waits for room; false when the run ended first.
+func (b *backlog) acquire(ctx context.Context) bool {
+	if b == nil {
+		return ctx.Err() == nil
+	}
+	select {
+	case b.slots <- struct{}{}:
+		return true
+	case <-b.done:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// release gives a slot back; a take of a job no slot covers (the queue
+// is fresh, so only after a failed put's slot went back) is ignored.
+func (b *backlog) release() {
+	if b == nil {
+		return
+	}
+	select {
+	case <-b.slots:
+	default:
+	}
+}
+
+// close ends every wait for room (the run's duration is over).
+func (b *backlog) close() {
+	if b != nil {
+		b.once.Do(func() { close(b.done) })
 	}
 }
 

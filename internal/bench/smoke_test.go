@@ -183,6 +183,11 @@ func TestSmokeChronoq(t *testing.T) {
 				if res.PutP50MS <= 0 || res.PutP99MS < res.PutP50MS || res.PutsPerSec <= 0 {
 					t.Fatalf("put latency not measured: %+v", res)
 				}
+				// producers are paced: at most the backlog (2 x conns)
+				// was put and never taken
+				if res.Backlog != 8 || res.Puts-res.Jobs > int64(res.Backlog) {
+					t.Fatalf("backlog %d: %d puts for %d consumed", res.Backlog, res.Puts, res.Jobs)
+				}
 			case "fanout":
 				if pubs := s.pubs(t); pubs == 0 || res.Jobs != pubs*4 {
 					t.Fatalf("bench counted %d deliveries for %d publications to 4 subscribers", res.Jobs, pubs)
