@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/farstore"
 	"github.com/chronoq/chronoq/internal/snapshot"
 	"github.com/chronoq/chronoq/internal/wal"
 )
@@ -31,6 +32,14 @@ import (
 // The backup also carries every older segment still on disk: payloads are
 // written once, and a job's payload may live in a segment older than
 // Start (docs/architecture.md, "The log").
+//
+// With the far-future store on (far.go), the snapshot's first item lists
+// every bucket file and the size of it the snapshot covers; the backup
+// carries those files cut at those sizes. A bucket file only grows, and a
+// listed one is not deleted before the snapshot after the next completes,
+// so a hard link taken when the snapshot commits pins exactly the bytes
+// the snapshot names, even if the bucket is rewritten or taken back in
+// during the copy.
 
 // BackupSet is one backup ready to be copied: the files and how many
 // bytes of each belong to it. Release it when the copy is done.
@@ -40,7 +49,8 @@ type BackupSet struct {
 	Jobs     int          // live jobs at Cut
 	Snapshot string       // a link to the snapshot file, private to this backup
 	Segments []BackupSegment
-	Took     time.Duration // writing the snapshot
+	Far      []BackupBucket // far-future bucket files (links private to this backup)
+	Took     time.Duration  // writing the snapshot
 
 	b  *Broker
 	id uint64
@@ -51,6 +61,14 @@ type BackupSegment struct {
 	Number uint32
 	Path   string
 	Size   int64
+}
+
+// BackupBucket is a far-future bucket file and the length of it that the
+// backup's snapshot covers.
+type BackupBucket struct {
+	Name string // its file name in the data directory's far/
+	Path string // a link to it, private to this backup
+	Size int64
 }
 
 // backups tracks running backups: each pins the log segments it copies,
@@ -109,9 +127,6 @@ func (b *Broker) Backup(ctx context.Context) (*BackupSet, error) {
 	}
 	w := backupWaiter{id: id, res: make(chan backupResult, 1)}
 	_, err := b.do(ctx, func(time.Time) (any, error) {
-		if err := b.far.refuseBackup(); err != nil {
-			return nil, err
-		}
 		if segs := b.log.Segments(); len(segs) > 0 {
 			bk.mu.Lock()
 			bk.pins[id] = segs[0].Number
@@ -146,10 +161,13 @@ func (b *Broker) Backup(ctx context.Context) (*BackupSet, error) {
 	}
 }
 
-// Release removes the backup's snapshot link and unpins its segments.
+// Release removes the backup's links and unpins its segments.
 func (s *BackupSet) Release() {
 	if s.Snapshot != "" {
 		os.Remove(s.Snapshot)
+	}
+	for _, f := range s.Far {
+		os.Remove(f.Path)
 	}
 	s.b.unpin(s.id)
 }
@@ -221,8 +239,28 @@ func (s *snapshotter) backupsTaken(b *Broker, err error) {
 			continue
 		}
 		set.Snapshot = link
+		if err := s.linkFar(b, set); err != nil {
+			set.Release()
+			w.res <- backupResult{err: err}
+			continue
+		}
 		w.res <- backupResult{set: set}
 	}
+}
+
+// linkFar links the bucket files the snapshot's far manifest lists into
+// the backup directory, before this snapshot's completion lets old
+// generations and taken-back buckets be deleted (far.snapshotDone).
+func (s *snapshotter) linkFar(b *Broker, set *BackupSet) error {
+	for _, l := range s.far {
+		name := farstore.Name(l.start, l.gen)
+		link := filepath.Join(b.backupDir(), fmt.Sprintf("%d-far-%s", set.id, name))
+		if err := os.Link(filepath.Join(b.far.dir, name), link); err != nil {
+			return fmt.Errorf("backup: link far-future bucket: %w", err)
+		}
+		set.Far = append(set.Far, BackupBucket{Name: name, Path: link, Size: l.size})
+	}
+	return nil
 }
 
 // failBackups answers every waiting backup with err (a snapshot that

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/farstore"
 	"github.com/chronoq/chronoq/internal/snapshot"
 	"github.com/chronoq/chronoq/internal/wal"
 )
@@ -28,6 +29,8 @@ import (
 //	DIR/MANIFEST.json           what is in the backup, with checksums
 //	DIR/snap/<pos>.snap         the snapshot (internal/snapshot/format.go)
 //	DIR/wal/<n>.log             the log segments, the last cut at Cut
+//	DIR/far/<start>[.<g>].bkt   far-future bucket files, each cut at the
+//	                            size the snapshot records (far.go)
 //
 // Over the wire (POST /admin/backup) it is a tar stream of the same files,
 // the manifest last: its checksums are computed while the files stream.
@@ -144,6 +147,11 @@ func (s *BackupSet) WriteTo(w io.Writer) (int64, error) {
 			return cw.n, err
 		}
 	}
+	for _, f := range s.Far {
+		if err := add("far/"+f.Name, f.Path, f.Size); err != nil {
+			return cw.n, err
+		}
+	}
 	mb, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return cw.n, err
@@ -245,19 +253,22 @@ func ReceiveBackup(r io.Reader, dir string) (*BackupManifest, error) {
 	if err := writeSynced(filepath.Join(dir, BackupManifestName), mb); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"snap", "wal", "."} {
+	for _, d := range append(backupDirs, ".") {
 		syncPath(filepath.Join(dir, d))
 	}
 	return m, nil
 }
 
+// backupDirs are the directories a backup holds files in.
+var backupDirs = []string{"snap", "wal", "far"}
+
 // backupPath maps a manifest path into dir, refusing anything that would
-// land outside snap/ and wal/.
+// land outside snap/, wal/ and far/.
 func backupPath(dir, name string) (string, error) {
 	clean := path.Clean(name)
 	d, base, ok := strings.Cut(clean, "/")
-	if clean != name || !ok || (d != "snap" && d != "wal") || base == "" || strings.Contains(base, "/") || base == ".." {
-		return "", fmt.Errorf("backup: unexpected file name %q (want snap/NAME or wal/NAME)", name)
+	if clean != name || !ok || !slices.Contains(backupDirs, d) || base == "" || strings.Contains(base, "/") || base == ".." {
+		return "", fmt.Errorf("backup: unexpected file name %q (want snap/NAME, wal/NAME or far/NAME)", name)
 	}
 	return filepath.Join(dir, d, base), nil
 }
@@ -339,7 +350,7 @@ func VerifyBackup(dir string, w io.Writer) (*BackupManifest, error) {
 			return nil, err
 		}
 	}
-	for _, d := range []string{"snap", "wal"} {
+	for _, d := range backupDirs {
 		ents, err := os.ReadDir(filepath.Join(dir, d))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("backup: %w", err)
@@ -371,6 +382,14 @@ func VerifyBackup(dir string, w io.Writer) (*BackupManifest, error) {
 			return nil, fmt.Errorf("backup: log: %w", rep.Corruptions[0])
 		}
 	}
+	for _, f := range m.Files {
+		if name, ok := strings.CutPrefix(f.Path, "far/"); ok {
+			p := filepath.Join(dir, "far", name)
+			if err := farstore.Read(p, f.Size, func(int64, []byte) error { return nil }); err != nil {
+				return nil, fmt.Errorf("backup: %w", err)
+			}
+		}
+	}
 	return m, nil
 }
 
@@ -395,7 +414,7 @@ func RestoreBackup(dir, dataDir string) (*BackupManifest, error) {
 			return nil, err
 		}
 	}
-	for _, d := range []string{"snap", "wal", "."} {
+	for _, d := range append(backupDirs, ".") {
 		syncPath(filepath.Join(dataDir, d))
 	}
 	return m, nil

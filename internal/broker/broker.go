@@ -526,7 +526,7 @@ func (b *Broker) resetTimer(t *time.Timer, now time.Time) {
 	if d, ok := b.waiters.nextDeadline(); ok && d.Before(next) {
 		next = d
 	}
-	if d, ok := b.snap.nextDue(); ok && d.Before(next) {
+	if d, ok := b.snap.nextDue(now); ok && d.Before(next) {
 		next = d
 	}
 	if d, ok := b.far.nextDue(now); ok && d.Before(next) {

@@ -1172,21 +1172,6 @@ func farMayMatch(f engine.Filter) bool {
 	return false
 }
 
-// refuseBackup refuses an online backup while the far store holds buckets:
-// a backup copies the snapshot and the log (backup.go), not the buckets, so
-// it would restore without the far jobs.
-func (f *farStore) refuseBackup() error {
-	if !f.on {
-		return nil
-	}
-	for _, bk := range f.buckets {
-		if bk.state != bucketDone {
-			return &engine.Error{Code: engine.CodeConflict, Message: "online backups do not include the far-future store's buckets yet (--far-horizon); stop the server and copy the data directory instead"}
-		}
-	}
-	return nil
-}
-
 // bringEarliest takes back the far jobs of a queue from the earliest bucket
 // holding any (beanstalkd peek-delayed when no delayed job of the queue is
 // in memory). It returns how many came back.

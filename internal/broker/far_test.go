@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -129,10 +130,6 @@ func TestFarJobsLeaveMemoryAndActivateOnTimeAfterRestart(t *testing.T) {
 	if d := delayed(t, b, "q"); d != 41 {
 		t.Fatalf("delayed count %d, want 41 (far jobs counted)", d)
 	}
-	// backups copy snapshot and log only: refused while buckets exist
-	if _, err := b.Backup(ctx); engine.CodeOf(err) != engine.CodeConflict {
-		t.Fatalf("backup with far jobs: %v, want a conflict", err)
-	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +165,96 @@ func TestFarJobsLeaveMemoryAndActivateOnTimeAfterRestart(t *testing.T) {
 		if string(j.Data) != "payload of "+j.ID {
 			t.Fatalf("job %s came back with payload %q", j.ID, j.Data)
 		}
+	}
+}
+
+// TestFarJobsInOnlineBackup: an online backup carries the bucket files its
+// snapshot lists, cut at the sizes it records, even when the bucket is
+// written to, taken back in and deleted before the copy is made; the
+// restored server holds the far jobs of the backup's moment and no later
+// ones.
+func TestFarJobsInOnlineBackup(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	due := farT0.Add(3 * time.Hour)
+	for i := 0; i < 40; i++ {
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%02d", i)}, due.Add(time.Duration(i)*time.Second))
+	}
+	putAt(t, b, "q", engine.PutRequest{ID: "near"}, farT0.Add(10*time.Minute))
+	set, err := b.Backup(ctx)
+	if err != nil {
+		t.Fatalf("backup with far jobs: %v", err)
+	}
+	defer set.Release()
+	if len(set.Far) != 1 {
+		t.Fatalf("backup lists %d bucket files, want 1", len(set.Far))
+	}
+	// after the backup: more far jobs in the same bucket, a cancel, then the
+	// bucket comes back in and its file is deleted two snapshots later
+	for i := 40; i < 45; i++ {
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%02d", i)}, due.Add(time.Duration(i)*time.Second))
+	}
+	if err := b.Cancel(ctx, "default", "q", "j00", ""); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(3*time.Hour - 10*time.Minute)
+	memJobs(t, b)
+	waitFar(t, b, 0)
+	farSnapshot(t, b)
+	farSnapshot(t, b)
+	if ids, err := farstore.List(filepath.Join(dir, "far")); err != nil || len(ids) != 0 {
+		t.Fatalf("bucket files left in the data directory: %v %v (the test wants them deleted before the copy)", ids, err)
+	}
+	bdir := filepath.Join(t.TempDir(), "backup")
+	pr, pw := io.Pipe()
+	go func() { _, err := set.WriteTo(pw); pw.CloseWithError(err) }()
+	m, err := ReceiveBackup(pr, bdir)
+	if err != nil {
+		t.Fatalf("receive backup: %v", err)
+	}
+	if m.Jobs != 1 {
+		t.Fatalf("manifest counts %d jobs in memory, want 1", m.Jobs)
+	}
+	b.Close()
+
+	rdir := filepath.Join(t.TempDir(), "restored")
+	if _, err := RestoreBackup(bdir, rdir); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	rclk := &testClock{t: farT0}
+	r := mustOpenFar(t, rdir, rclk, time.Hour)
+	if n, f := memJobs(t, r), farJobs(t, r); n != 1 || f != 40 {
+		t.Fatalf("restored: %d in memory, %d far; want 1 and 40", n, f)
+	}
+	for i := 0; i < 45; i++ {
+		id := fmt.Sprintf("j%02d", i)
+		j, err := r.Peek(ctx, "default", "q", id)
+		if i >= 40 {
+			if engine.CodeOf(err) != engine.CodeJobNotFound {
+				t.Fatalf("job %s, put after the backup, is in it: %v", id, err)
+			}
+			continue
+		}
+		if err != nil || string(j.Data) != "payload of "+id || !j.ActivateAt.Equal(due.Add(time.Duration(i)*time.Second)) {
+			t.Fatalf("restored job %s: %+v %v", id, j, err)
+		}
+	}
+	r.Close()
+
+	// a flipped byte in the bucket file is refused with its name
+	fp := filepath.Join(bdir, "far", set.Far[0].Name)
+	raw, err := os.ReadFile(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-3] ^= 0x40
+	if err := os.WriteFile(fp, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RestoreBackup(bdir, filepath.Join(t.TempDir(), "again")); err == nil || !strings.Contains(err.Error(), "far/"+set.Far[0].Name) {
+		t.Fatalf("restore of a damaged bucket file: %v, want an error naming far/%s", err, set.Far[0].Name)
 	}
 }
 

@@ -25,9 +25,12 @@ type snapshotter struct {
 	// Online backups (backup.go): want waits for the next snapshot to be
 	// complete, taking for the commit of the one just complete at cut.
 	want, taking []backupWaiter
-	cut          wal.Position
-	cutJobs      int
-	bk           backups
+	// far: the bucket files the running snapshot's manifest lists, which
+	// a backup taken from it copies
+	far     []farListed
+	cut     wal.Position
+	cutJobs int
+	bk      backups
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
@@ -109,6 +112,9 @@ func (s *snapshotter) begin(b *Broker) error {
 	}
 	if b.far.on { // the far store's bucket list and sizes come first (far.go)
 		m, err := b.far.manifest()
+		if err == nil {
+			s.far, err = decodeFarManifest(m)
+		}
 		if err == nil {
 			err = w.Add(m)
 		}
@@ -216,9 +222,9 @@ func mustList(b *Broker) []snapshot.Info {
 }
 
 // nextDue tells the loop when to wake for snapshot work.
-func (s *snapshotter) nextDue() (time.Time, bool) {
+func (s *snapshotter) nextDue(now time.Time) (time.Time, bool) {
 	if s.iter != nil || s.sealing != nil {
-		return time.Now().Add(time.Millisecond), true
+		return now.Add(time.Millisecond), true
 	}
 	return time.Time{}, false
 }
