@@ -30,8 +30,9 @@ import (
 // suffice):
 //
 //  1. Handing a job out is not logged, and happens only while no snapshot
-//     walk is running. A snapshot fsyncs every bucket when it begins and
-//     records each bucket's size in its first item (the manifest); a
+//     walk is running. A snapshot records each bucket's size in its first
+//     item (the manifest) and syncs the buckets written since the last
+//     snapshot before it commits (off the loop: snapshotter.seal); a
 //     recovery cuts every bucket back to the size its snapshot recorded and
 //     deletes buckets it does not list. So a job handed out after the
 //     snapshot began is, after a crash, in the snapshot's memory part or
@@ -59,6 +60,17 @@ const (
 // farOutPerTurn bounds the jobs one loop turn hands out (a variable so tests
 // can leave a backlog across turns and snapshot walks).
 var farOutPerTurn = 4096
+
+// farOutBudget is the wall time one turn's hand-out aims at. A hand-out
+// costs a write per bucket it touches, and jobs spread over a year touch
+// one bucket each: 4096 of them took ~50 ms a turn, which every request
+// of that turn waited for. The turn's count adapts (outMax): halved after a
+// turn over budget, doubled after one under half of it, between farOutMin
+// and farOutPerTurn. A backlog then drains over more turns, the loop
+// waking each millisecond while one remains (nextDue).
+var farOutBudget = 2 * time.Millisecond
+
+const farOutMin = 32
 
 type bucketState uint8
 
@@ -189,6 +201,11 @@ type farStore struct {
 	// fromSide counts the buckets the last recovery opened from their
 	// side files without reading them
 	fromSide int
+	// outMax is how many jobs the next turn hands out (farOutBudget)
+	outMax int
+	// opened: buckets whose descriptor a hand-out opened, so releaseFiles
+	// looks at those, not at every bucket of the year each turn
+	opened []*farBucket
 	// one bucket is rewritten at a time (far_rewrite.go)
 	rewriting bool
 	rewrites  int // rewrites switched to
@@ -218,8 +235,11 @@ func (f *farStore) hash(s string) uint64 { return farstore.Hash(f.seed, s) }
 func (f *farStore) seqHash(seq uint64) uint64 { return farstore.HashUint64(f.seed, seq) }
 
 // manifest is the far store's snapshot item: every bucket not yet taken
-// back in, with the size of it the snapshot covers. It syncs the buckets
-// first, so those bytes are durable before the snapshot can count.
+// back in, with the size of it the snapshot covers. It also returns the
+// bucket files written since they were last synced: the snapshotter syncs
+// them off the loop before it commits the snapshot (farstore.SyncFiles),
+// so those bytes are durable before the snapshot can count, and calls
+// unsynced if that fails.
 //
 // It also saves, for every bucket that changed since its last one, a side
 // file (internal/farstore/side.go) with the bucket's counts and filters at
@@ -227,15 +247,16 @@ func (f *farStore) seqHash(seq uint64) uint64 { return farstore.HashUint64(f.see
 // bucket. They are copied here and written off the loop; they are a cache
 // (a missing, damaged or stale one makes the restart read the bucket), so
 // neither their fsync nor their order against the snapshot matters.
-func (f *farStore) manifest() ([]byte, error) {
+func (f *farStore) manifest() ([]byte, []string) {
 	starts := make([]int64, 0, len(f.buckets))
 	var sides []*farstore.Side
+	var syncs []string
 	for s, bk := range f.buckets {
 		if bk.state == bucketDone {
 			continue
 		}
-		if err := bk.file.Sync(); err != nil {
-			return nil, err
+		if bk.file.TakeUnsynced() {
+			syncs = append(syncs, bk.file.Path())
 		}
 		starts = append(starts, s)
 		if size := bk.file.Size(); bk.sideSize >= 0 && size != bk.sideSize {
@@ -245,7 +266,7 @@ func (f *farStore) manifest() ([]byte, error) {
 	}
 	f.writeSides(sides)
 	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
-	f.releaseFiles()
+	f.releaseAllFiles()
 	if f.pinCur != nil {
 		f.pinQ = append(f.pinQ, farPins{bytes: f.pinCur, need: 2})
 		f.pinCur = nil
@@ -257,7 +278,17 @@ func (f *farStore) manifest() ([]byte, error) {
 		m = binary.AppendUvarint(m, uint64(f.buckets[s].file.Gen()))
 		m = binary.AppendUvarint(m, uint64(f.buckets[s].file.Size()))
 	}
-	return m, nil
+	return m, syncs
+}
+
+// unsynced counts every bucket file as unsynced again: a snapshot whose
+// syncs failed did not count, and the next one must sync them all.
+func (f *farStore) unsynced() {
+	for _, bk := range f.buckets {
+		if bk.file != nil {
+			bk.file.MarkUnsynced()
+		}
+	}
 }
 
 // side copies what a bucket's side file holds.
@@ -501,7 +532,7 @@ func (f *farStore) recover(manifest []byte, snapPath string) error {
 			"read", len(listed)-fromSide, "side_file_missing", missing, "side_file_damaged", damaged, "side_file_stale", stale, "touched_by_replay", touched)
 	}
 	f.replayed = nil
-	f.releaseFiles()
+	f.releaseAllFiles()
 	for _, bk := range f.buckets {
 		f.maybeRewrite(bk)
 	}
@@ -593,6 +624,9 @@ func decodeFarItem(item []byte) (farItem, error) {
 // flushBucket appends the turn's items of a bucket as one block.
 func (f *farStore) flushBucket(bk *farBucket) {
 	if len(bk.pending) > 0 && bk.file != nil {
+		if !bk.file.Open() {
+			f.opened = append(f.opened, bk)
+		}
 		if err := bk.file.Append(bk.pending); err != nil {
 			// memory now holds less than the buckets and the log say:
 			// stop writing, as a failed log write does
@@ -629,7 +663,19 @@ func (f *farStore) handOut(now time.Time) {
 	if !f.on || f.horizon <= 0 || f.b.snap.iter != nil || !f.b.eng.FarPending() || f.b.failed.Load() != nil {
 		return
 	}
-	offer := f.b.eng.FarOffer(now, farOutPerTurn)
+	if f.outMax <= 0 || f.outMax > farOutPerTurn {
+		f.outMax = farOutPerTurn
+	}
+	started := time.Now()
+	defer func() {
+		switch took := time.Since(started); {
+		case took > farOutBudget:
+			f.outMax = max(f.outMax/2, min(farOutMin, farOutPerTurn))
+		case took < farOutBudget/2:
+			f.outMax = min(f.outMax*2, farOutPerTurn)
+		}
+	}()
+	offer := f.b.eng.FarOffer(now, f.outMax)
 	kept := offer[:0]
 	var bks []*farBucket
 	for i := range offer {
@@ -733,9 +779,28 @@ func (f *farStore) readPayloads(jobs []engine.FarJob) ([][]byte, bool) {
 // farMaxOpen bounds the bucket descriptors kept open between turns.
 const farMaxOpen = 64
 
-// releaseFiles closes bucket descriptors once more than farMaxOpen are
-// open (they reopen on the next write).
+// releaseFiles closes the descriptors hand-outs opened once more than
+// farMaxOpen are (they reopen on the next write).
 func (f *farStore) releaseFiles() {
+	if len(f.opened) <= farMaxOpen {
+		return
+	}
+	for _, bk := range f.opened {
+		if bk.file != nil {
+			bk.file.Release()
+		}
+	}
+	clear(f.opened)
+	f.opened = f.opened[:0]
+}
+
+// releaseAllFiles closes bucket descriptors once more than farMaxOpen of
+// all buckets are open, whoever opened them (a snapshot's syncs, a
+// rewrite's new file); it looks at every bucket, so it runs only at such
+// rarer moments.
+func (f *farStore) releaseAllFiles() {
+	clear(f.opened)
+	f.opened = f.opened[:0]
 	open := 0
 	for _, bk := range f.buckets {
 		if bk.file != nil && bk.file.Open() {

@@ -140,7 +140,7 @@ func (rw *farRewrite) run() {
 			bk.old = append(bk.old, farOld{gen: old.Gen()})
 			old.Close()
 			f.rewrites++
-			f.releaseFiles()
+			f.releaseAllFiles()
 			done = true
 			return nil, nil
 		})

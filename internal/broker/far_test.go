@@ -1491,3 +1491,72 @@ func TestFarBacklogReadsEachFrameOnce(t *testing.T) {
 		t.Fatalf("handing out %d jobs of one batch read %d bytes of log; want about one frame (%d)", n, read, n*200)
 	}
 }
+
+// TestFarHandOutAdaptsToItsTurnBudget: a turn that took longer than
+// farOutBudget halves the next turn's hand-out (down to farOutMin), one
+// well under it doubles it (up to farOutPerTurn); either way the backlog
+// drains. Budget 0 makes every turn late, an hour none.
+func TestFarHandOutAdaptsToItsTurnBudget(t *testing.T) {
+	defer func(o int, d time.Duration) { farOutPerTurn, farOutBudget = o, d }(farOutPerTurn, farOutBudget)
+	for _, tc := range []struct {
+		budget time.Duration
+		want   int
+	}{{0, farOutMin}, {time.Hour, 256}} {
+		farOutPerTurn, farOutBudget = 256, tc.budget
+		clk := &testClock{t: farT0}
+		b := mustOpenFar(t, t.TempDir(), clk, time.Hour)
+		reqs := make([]engine.PutRequest, 1000)
+		for i := range reqs {
+			at := farT0.Add(2*time.Hour + time.Duration(i)*43*time.Minute) // a bucket each
+			reqs[i] = engine.PutRequest{ID: fmt.Sprintf("j%04d", i), At: &at, Payload: []byte("p")}
+		}
+		if _, err := b.PutBatch(context.Background(), "default", "q", reqs); err != nil {
+			t.Fatal(err)
+		}
+		waitFar(t, b, len(reqs))
+		got, err := call(b, context.Background(), func(time.Time) (int, error) { return b.far.outMax, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Fatalf("budget %v: a turn hands out %d jobs after the backlog, want %d", tc.budget, got, tc.want)
+		}
+		b.Close()
+	}
+}
+
+// TestFarBucketSyncFailureFailsTheSnapshot: the bucket files a snapshot
+// counts are synced before it commits; when that fails the snapshot does
+// not count, and the next one syncs the same files again.
+func TestFarBucketSyncFailureFailsTheSnapshot(t *testing.T) {
+	defer func(f func(string, []string) error) { farSyncFiles = f }(farSyncFiles)
+	clk := &testClock{t: farT0}
+	dir := t.TempDir()
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	putAt(t, b, "q", engine.PutRequest{ID: "far"}, farT0.Add(3*time.Hour))
+	waitFar(t, b, 1)
+	before := len(mustList(b))
+	var synced [][]string
+	farSyncFiles = func(dir string, paths []string) error {
+		synced = append(synced, slices.Clone(paths))
+		if len(synced) == 1 {
+			return errors.New("injected: the disk refused the sync")
+		}
+		return farstore.SyncFiles(dir, paths)
+	}
+	_, err := call(b, context.Background(), func(time.Time) (struct{}, error) { return struct{}{}, b.snap.final(b, b.now()) })
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("snapshot with a failed bucket sync: %v, want that failure", err)
+	}
+	if n := len(mustList(b)); n != before {
+		t.Fatalf("%d snapshots after a failed one, want %d", n, before)
+	}
+	farSnapshot(t, b)
+	if len(synced) != 2 || len(synced[0]) != 1 || !slices.Equal(synced[0], synced[1]) {
+		t.Fatalf("bucket files synced per snapshot: %v; the second must sync what the failed first did not", synced)
+	}
+	if n := len(mustList(b)); n != before+1 {
+		t.Fatalf("%d snapshots, want %d", n, before+1)
+	}
+}

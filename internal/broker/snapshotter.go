@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
+	"github.com/chronoq/chronoq/internal/farstore"
 	"github.com/chronoq/chronoq/internal/snapshot"
 	"github.com/chronoq/chronoq/internal/wal"
 )
@@ -26,11 +27,13 @@ type snapshotter struct {
 	// complete, taking for the commit of the one just complete at cut.
 	want, taking []backupWaiter
 	// far: the bucket files the running snapshot's manifest lists, which
-	// a backup taken from it copies
-	far     []farListed
-	cut     wal.Position
-	cutJobs int
-	bk      backups
+	// a backup taken from it copies; farSyncs: those to sync before it
+	// commits
+	far      []farListed
+	farSyncs []string
+	cut      wal.Position
+	cutJobs  int
+	bk       backups
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
@@ -91,7 +94,9 @@ func (s *snapshotter) step(b *Broker) {
 			w := s.w
 			s.iter, s.w = nil, nil
 			s.sealing = make(chan error, 1)
-			go func() { _, err := w.Commit(); s.sealing <- err }()
+			syncs, dir := s.farSyncs, b.far.dir
+			s.farSyncs = nil
+			go func() { s.sealing <- s.seal(w, dir, syncs) }()
 			return
 		}
 		if err := s.w.Add(item); err != nil {
@@ -111,15 +116,16 @@ func (s *snapshotter) begin(b *Broker) error {
 		return err
 	}
 	if b.far.on { // the far store's bucket list and sizes come first (far.go)
-		m, err := b.far.manifest()
-		if err == nil {
-			s.far, err = decodeFarManifest(m)
-		}
+		m, syncs := b.far.manifest()
+		s.farSyncs = syncs
+		s.far, err = decodeFarManifest(m)
 		if err == nil {
 			err = w.Add(m)
 		}
 		if err != nil {
 			w.Abort()
+			b.far.unsynced()
+			s.farSyncs = nil
 			return err
 		}
 	}
@@ -131,6 +137,8 @@ func (s *snapshotter) begin(b *Broker) error {
 
 func (s *snapshotter) abort(b *Broker, err error) {
 	b.lg.Error("snapshot failed", "err", err)
+	b.far.unsynced()
+	s.farSyncs = nil
 	b.opts.Observer.SnapshotRunning(false)
 	s.w.Abort()
 	s.iter, s.w = nil, nil
@@ -142,6 +150,7 @@ func (s *snapshotter) finish(b *Broker, err error) {
 	b.opts.Observer.SnapshotRunning(false)
 	s.backupsTaken(b, err)
 	if err != nil {
+		b.far.unsynced()
 		b.lg.Error("snapshot: commit failed", "err", err)
 		s.lastErr = b.now()
 		return
@@ -207,12 +216,29 @@ func (s *snapshotter) final(b *Broker, _ time.Time) error {
 		if err := s.w.Add(item); err != nil {
 			b.opts.Observer.SnapshotRunning(false)
 			s.w.Abort()
+			b.far.unsynced()
 			return fmt.Errorf("snapshot: %w", err)
 		}
 	}
-	_, err := s.w.Commit()
-	s.iter, s.w = nil, nil
+	err := s.seal(s.w, b.far.dir, s.farSyncs)
+	s.iter, s.w, s.farSyncs = nil, nil, nil
 	s.finish(b, err)
+	return err
+}
+
+// farSyncFiles is farstore.SyncFiles (a variable so a test can fail it).
+var farSyncFiles = farstore.SyncFiles
+
+// seal makes the far store's bucket bytes the snapshot counts durable,
+// then commits it (off the loop, but for the final snapshot).
+func (s *snapshotter) seal(w *snapshot.Writer, farDir string, syncs []string) error {
+	if len(syncs) > 0 {
+		if err := farSyncFiles(farDir, syncs); err != nil {
+			w.Abort()
+			return fmt.Errorf("snapshot: far-future store: %w", err)
+		}
+	}
+	_, err := w.Commit()
 	return err
 }
 

@@ -25,6 +25,7 @@ import (
 type farState struct {
 	horizon int64 // ms; 0: nothing goes out
 	cand    []farCand
+	head    int               // cand[:head] were offered already (no shift per offer)
 	count   map[uint32]uint64 // queue index → far jobs
 	total   uint64            // far jobs of every queue (--max-jobs counts them)
 }
@@ -60,7 +61,7 @@ func (f *FarJob) Encode(dst []byte, payload []byte) []byte {
 // FarOut; 0 turns handing out off.
 func (e *Engine) SetFarHorizon(d time.Duration) {
 	e.far.horizon = d.Milliseconds()
-	e.far.cand = nil
+	e.far.cand, e.far.head = nil, 0
 	if d <= 0 {
 		return
 	}
@@ -84,7 +85,7 @@ func (e *Engine) noteFar(slot uint32) {
 }
 
 // FarPending reports whether FarOut has candidates to look at.
-func (e *Engine) FarPending() bool { return len(e.far.cand) > 0 }
+func (e *Engine) FarPending() bool { return len(e.far.cand) > e.far.head }
 
 // FarOffer returns up to max delayed jobs due beyond the horizon, without
 // changing anything; FarTake then removes the ones the caller has stored.
@@ -93,7 +94,7 @@ func (e *Engine) FarPending() bool { return len(e.far.cand) > 0 }
 func (e *Engine) FarOffer(now time.Time, max int) []FarJob {
 	e.Advance(now)
 	var out []FarJob
-	i := 0
+	i := e.far.head
 	for ; i < len(e.far.cand) && len(out) < max; i++ {
 		c := e.far.cand[i]
 		if !e.farEligible(c) {
@@ -117,7 +118,16 @@ func (e *Engine) FarOffer(now time.Time, max int) []FarJob {
 		fj.img.ReplyTo, fj.img.Cron, fj.img.LastError, fj.img.Notify = string([]byte(img.ReplyTo)), string([]byte(img.Cron)), string([]byte(img.LastError)), string([]byte(img.Notify))
 		out = append(out, fj)
 	}
-	e.far.cand = append(e.far.cand[:0], e.far.cand[i:]...)
+	// A backlog of millions is offered a few thousand at a time: moving
+	// the rest down every turn would copy it all each time, so the
+	// offered prefix is dropped only once it is the larger half.
+	e.far.head = i
+	switch {
+	case i == len(e.far.cand):
+		e.far.cand, e.far.head = e.far.cand[:0], 0
+	case i > len(e.far.cand)/2:
+		e.far.cand, e.far.head = append(e.far.cand[:0], e.far.cand[i:]...), 0
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -131,5 +132,46 @@ func TestFarJobsCountTowardMaxJobs(t *testing.T) {
 	f.e.AddFar("default", "q", -5) // never below zero
 	if f.e.FarTotal() != 0 || f.e.FarCount("default", "q") != 0 {
 		t.Fatalf("far total %d, count %d", f.e.FarTotal(), f.e.FarCount("default", "q"))
+	}
+}
+
+// TestFarOfferDrainsABacklogInOrderWithoutCopyingIt: a backlog offered a
+// few at a time, with new candidates arriving between offers, comes out in
+// put order, each job once; the offered prefix is dropped once it is the
+// larger half, so the candidate list stays at most twice what is pending.
+func TestFarOfferDrainsABacklogInOrderWithoutCopyingIt(t *testing.T) {
+	f := newFixture(t)
+	f.e.SetFarHorizon(time.Hour)
+	next, seen := 0, 0
+	put := func(n int) {
+		for range n {
+			f.put("q", PutRequest{ID: "j" + strconv.Itoa(next), Delay: dur(2 * time.Hour)})
+			next++
+		}
+	}
+	put(1000)
+	for round := 0; f.e.FarPending(); round++ {
+		if round > 10000 {
+			t.Fatal("the backlog never drains")
+		}
+		n := f.e.FarOut(f.now, 7, func(fj *FarJob) bool {
+			if want := "j" + strconv.Itoa(seen); fj.ID != want {
+				t.Fatalf("offered %s, want %s (put order, once each)", fj.ID, want)
+			}
+			seen++
+			return true
+		})
+		if n == 0 {
+			t.Fatal("an offer of a pending backlog handed out nothing")
+		}
+		if pending := len(f.e.far.cand) - f.e.far.head; len(f.e.far.cand) > 2*pending+1 {
+			t.Fatalf("candidate list of %d holds %d pending: the offered prefix is kept", len(f.e.far.cand), pending)
+		}
+		if round%10 == 0 && next < 1500 {
+			put(5)
+		}
+	}
+	if seen != next {
+		t.Fatalf("%d of %d jobs handed out", seen, next)
 	}
 }

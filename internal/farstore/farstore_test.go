@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -227,5 +228,36 @@ func TestGenerationsAndRangedRead(t *testing.T) {
 	}
 	if ids, _ := List(dir); len(ids) != 1 || ids[0].Gen != 0 {
 		t.Fatalf("after removing generation 2: %v", ids)
+	}
+}
+
+// TestSyncFiles: a few files are synced one by one (a missing one is an
+// error naming it); many by syncing their file system.
+func TestSyncFiles(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i := range syncManyFiles + 1 {
+		f, err := Create(dir, int64(i), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Append([][]byte{[]byte("item")}); err != nil {
+			t.Fatal(err)
+		}
+		if !f.TakeUnsynced() || f.TakeUnsynced() {
+			t.Fatal("TakeUnsynced must report the write once")
+		}
+		f.Close()
+		paths = append(paths, f.Path())
+	}
+	if err := SyncFiles(dir, paths[:3]); err != nil {
+		t.Fatalf("sync of 3 files: %v", err)
+	}
+	if err := SyncFiles(dir, paths); err != nil {
+		t.Fatalf("sync of %d files: %v", len(paths), err)
+	}
+	gone := filepath.Join(dir, Name(999, 0))
+	if err := SyncFiles(dir, []string{paths[0], gone}); err == nil || !strings.Contains(err.Error(), Name(999, 0)) {
+		t.Fatalf("sync of a missing file: %v, want an error naming it", err)
 	}
 }
