@@ -317,7 +317,7 @@ func (b *Broker) loop() {
 		b.queueEvents(now)
 		b.far.step(now)
 		b.snap.step(b)
-		if b.snap.idle() {
+		if b.snap.idle() && !b.far.draining() {
 			b.compact.step(b)
 		}
 		b.commit(batch, answered, gated)

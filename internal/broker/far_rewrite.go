@@ -86,6 +86,7 @@ func (f *farStore) maybeRewrite(bk *farBucket) {
 		return
 	}
 	f.rewriting, bk.rewriting = true, true
+	f.flushBucket(bk) // the copy and its count of live jobs see held items
 	rw := &farRewrite{f: f, bk: bk, start: bk.start, oldPath: bk.file.Path(), gen: bk.file.Gen() + 1, upTo: bk.file.Size()}
 	f.rwWG.Add(1)
 	go rw.run()
@@ -121,6 +122,7 @@ func (rw *farRewrite) run() {
 				done = true // it is being taken back in: nothing to gain
 				return nil, nil
 			}
+			f.flushBucket(bk)
 			if to = bk.file.Size(); to != rw.upTo && round < farRewriteRounds {
 				return nil, nil
 			}

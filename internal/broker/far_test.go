@@ -1560,3 +1560,96 @@ func TestFarBucketSyncFailureFailsTheSnapshot(t *testing.T) {
 		t.Fatalf("%d snapshots, want %d", n, before+1)
 	}
 }
+
+// TestFarHeldItemsAreFoundAndWrittenBeforeTheSnapshotCounts: handed-out
+// jobs whose items are still held in memory (farHoldMax) are found by a
+// lookup, and a snapshot taken while items are held writes them before it
+// records the bucket sizes: after a crash right after that snapshot every
+// job is there.
+func TestFarHeldItemsAreFoundAndWrittenBeforeTheSnapshotCounts(t *testing.T) {
+	defer func(o int) { farOutPerTurn = o }(farOutPerTurn)
+	farOutPerTurn = 1 // a long backlog: items are held while candidates remain
+	clk := &testClock{t: farT0}
+	dir := t.TempDir()
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	const n = 300
+	at := func(i int) time.Time { return farT0.Add(2*time.Hour + time.Duration(i)*43*time.Minute) }
+	reqs := make([]engine.PutRequest, n)
+	for i := range reqs {
+		t := at(i)
+		reqs[i] = engine.PutRequest{ID: fmt.Sprintf("j%03d", i), At: &t, Payload: []byte(fmt.Sprintf("payload of j%03d", i))}
+	}
+	if _, err := b.PutBatch(ctx, "default", "q", reqs); err != nil {
+		t.Fatal(err)
+	}
+	var heldID string
+	for i := 0; i < 500 && heldID == ""; i++ {
+		id, err := call(b, ctx, func(time.Time) (string, error) {
+			for _, bk := range b.far.holding {
+				if bk.held > 0 {
+					it, err := decodeFarItem(bk.pending[0])
+					return it.rec.Job.ID, err
+				}
+			}
+			return "", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		heldID = id
+	}
+	if heldID == "" {
+		t.Fatal("no item was ever held")
+	}
+	if j, err := b.Peek(ctx, "default", "q", heldID); err != nil || string(j.Data) != "payload of "+heldID {
+		t.Fatalf("peek of a held job %s: %+v %v", heldID, j, err)
+	}
+	// snapshot at a turn that finds items held
+	var heldIDs []string
+	held := 0
+	for i := 0; i < 500 && held == 0; i++ {
+		var err error
+		held, err = call(b, ctx, func(time.Time) (int, error) {
+			if b.far.heldBytes == 0 {
+				return 0, nil
+			}
+			for _, bk := range b.far.holding {
+				for _, p := range bk.pending {
+					if it, err := decodeFarItem(p); err == nil && !it.tomb {
+						heldIDs = append(heldIDs, it.rec.Job.ID)
+					}
+				}
+			}
+			return b.far.heldBytes, b.snap.final(b, b.now())
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if held == 0 {
+		t.Fatal("no item was held when the snapshot began; the test proves nothing")
+	}
+	b.skipFinalSnapshot = true
+	b.Close()
+
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	if d := delayed(t, b, "q"); d != n {
+		t.Fatalf("%d delayed after the crash, want %d", d, n)
+	}
+	check := heldIDs
+	for i := 0; i < n; i += 7 {
+		check = append(check, fmt.Sprintf("j%03d", i))
+	}
+	for _, id := range check {
+		var i int
+		fmt.Sscanf(id, "j%03d", &i)
+		if j, err := b.Peek(ctx, "default", "q", id); err != nil || string(j.Data) != "payload of "+id || !j.ActivateAt.Equal(at(i)) {
+			t.Fatalf("job %s after the crash (held when the snapshot began: %v): %+v %v", id, heldIDs, j, err)
+		}
+	}
+}

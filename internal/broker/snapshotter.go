@@ -77,6 +77,11 @@ func (s *snapshotter) step(b *Broker) {
 		if !s.due(b, now) {
 			return
 		}
+		// held far items are written a budget per turn first (far.go:
+		// writeHeld), not all at once in the manifest on the loop
+		if b.far.prepareSnapshot() {
+			return
+		}
 		if err := s.begin(b); err != nil {
 			s.lastErr = now
 			b.lg.Error("snapshot: cannot start", "err", err)

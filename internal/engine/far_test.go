@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -105,6 +106,22 @@ func TestSetFarHorizonNotesJobsAlreadyDelayed(t *testing.T) {
 	f.e.SetFarHorizon(time.Hour)
 	if items := farOut(f); len(items) != 1 || items["a"] == nil {
 		t.Fatalf("handed out %v, want a", items)
+	}
+}
+
+// TestSetFarHorizonNotesInPutOrder: jobs already delayed are offered in
+// the order they were put (about their payloads' log order), not in the
+// delayed heap's order.
+func TestSetFarHorizonNotesInPutOrder(t *testing.T) {
+	f := newFixture(t)
+	for i := range 50 {
+		f.put("q", PutRequest{ID: fmt.Sprintf("j%02d", i), Delay: dur(time.Duration(100-i) * time.Hour)})
+	}
+	f.e.SetFarHorizon(time.Hour)
+	var got []string
+	f.e.FarOut(f.now, 100, func(fj *FarJob) bool { got = append(got, fj.ID); return true })
+	if len(got) != 50 || !slices.IsSorted(got) {
+		t.Fatalf("offered %v, want j00..j49 in put order", got)
 	}
 }
 
