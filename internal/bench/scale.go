@@ -53,6 +53,13 @@ type ScaleResult struct {
 	RSSPerJob      float64   `json:"rss_bytes_per_job"`
 	HeapPerJob     float64   `json:"heap_inuse_bytes_per_job"`
 	LivePerJob     float64   `json:"heap_alloc_bytes_per_job"`
+	// With the far-future store on: how long its backlog took to go out
+	// after the fill, how many jobs it then held, and memory after that.
+	FarDrainS         float64 `json:"far_drain_s,omitempty"`
+	FarJobs           int64   `json:"far_jobs,omitempty"`
+	DrainedRSSBytes   int64   `json:"drained_rss_bytes,omitempty"`
+	DrainedHeapInuse  int64   `json:"drained_heap_inuse_bytes,omitempty"`
+	DrainedHeapPerJob float64 `json:"drained_heap_inuse_bytes_per_job,omitempty"`
 	SnapWaitS      float64   `json:"snapshot_wait_s"`
 	Idle           OpLatency `json:"at_n"`
 	Snapshot       OpLatency `json:"during_snapshot"`
@@ -222,6 +229,13 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		res.RSSPerJob, res.HeapPerJob, res.LivePerJob = round3(vals[0]/n), round3(vals[1]/n), round3(vals[2]/n)
 	}
 	progress(cfg.Progress, "rss %d MiB, heap in use %d MiB", res.RSSBytes>>20, res.HeapInuse>>20)
+	if bytes.Contains(m, []byte("\nchronoq_far_backlog_jobs ")) {
+		if err := waitFarDrained(ctx, do, admin, &res, 30*time.Minute); err != nil {
+			return res, err
+		}
+		progress(cfg.Progress, "far store: %d jobs out of memory after %.1fs; then rss %d MiB, heap in use %d MiB (%.1f bytes/job)",
+			res.FarJobs, res.FarDrainS, res.DrainedRSSBytes>>20, res.DrainedHeapInuse>>20, res.DrainedHeapPerJob)
+	}
 
 	// put/take/ack at N, on a node that is not writing a snapshot: the
 	// fill's log growth usually leaves one running, and that case is
@@ -285,6 +299,44 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	res.LatenessP50MS, res.LatenessP99MS, res.LatenessMaxMS, res.LatenessJobs = lr.P50MS, lr.P99MS, lr.MaxMS, lr.Jobs
 	res.Errors = errs.Load() + lr.Errors
 	return res, nil
+}
+
+// waitFarDrained polls the far-future store's backlog until every job due
+// beyond the horizon has gone out to its bucket, then reads memory again.
+func waitFarDrained(ctx context.Context, do func(context.Context, string, string, []byte) ([]byte, error), admin string, res *ScaleResult, limit time.Duration) error {
+	start := time.Now()
+	for {
+		m, err := do(ctx, http.MethodGet, admin+"/metrics", nil)
+		if err != nil {
+			return fmt.Errorf("reading metrics: %w", err)
+		}
+		v := promValues(m, "chronoq_far_backlog_jobs", "chronoq_far_held_bytes", "chronoq_far_jobs")
+		if v[0] == 0 && v[1] == 0 {
+			res.FarDrainS, res.FarJobs = round3(time.Since(start).Seconds()), int64(v[2])
+			break
+		}
+		if time.Since(start) > limit {
+			return fmt.Errorf("the far-future store still had %.0f jobs to move out after %s", v[0], limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := do(ctx, http.MethodGet, admin+"/debug/pprof/heap?gc=1", nil); err != nil {
+		return fmt.Errorf("forcing a collection: %w", err)
+	}
+	m, err := do(ctx, http.MethodGet, admin+"/metrics", nil)
+	if err != nil {
+		return fmt.Errorf("reading metrics: %w", err)
+	}
+	v := promValues(m, "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes")
+	res.DrainedRSSBytes, res.DrainedHeapInuse = int64(v[0]), int64(v[1])
+	if res.Jobs > 0 {
+		res.DrainedHeapPerJob = round3(v[1] / float64(res.Jobs))
+	}
+	return nil
 }
 
 // waitSnapshotQuiet polls the admin listener's chronoq_snapshot_running
@@ -418,6 +470,10 @@ errors               %d
 		r.Idle.PutP50, r.Idle.PutP99, r.Idle.TakeP50, r.Idle.TakeP99, r.Idle.AckP50, r.Idle.AckP99, r.Idle.Cycles, r.SnapWaitS,
 		r.Snapshot.PutP50, r.Snapshot.PutP99, r.Snapshot.TakeP50, r.Snapshot.TakeP99, r.Snapshot.AckP50, r.Snapshot.AckP99, r.Snapshot.Cycles, r.SnapshotS,
 		r.LatenessP50MS, r.LatenessP99MS, r.LatenessMaxMS, r.LatenessJobs, r.Errors)
+	if err == nil && (r.FarDrainS > 0 || r.FarJobs > 0) {
+		_, err = fmt.Fprintf(w, "far store           %d jobs out of memory %.1f s after the fill; then rss %.1f MiB, heap in use %.1f MiB, %.1f bytes/job\n",
+			r.FarJobs, r.FarDrainS, float64(r.DrainedRSSBytes)/(1<<20), float64(r.DrainedHeapInuse)/(1<<20), r.DrainedHeapPerJob)
+	}
 	return err
 }
 

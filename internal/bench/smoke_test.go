@@ -69,10 +69,15 @@ type chronoq struct {
 	b                     *counting
 }
 
-func newServer(t *testing.T) *chronoq {
+func newServer(t *testing.T) *chronoq { return newServerWith(t, nil) }
+
+func newServerWith(t *testing.T, change func(*server.Config)) *chronoq {
 	t.Helper()
 	cfg := servertest.Config(t)
 	cfg.Sync = server.Default().Sync // the smoke run measures the real commit path
+	if change != nil {
+		change(&cfg)
+	}
 	c := &chronoq{b: &counting{}}
 	cfg.WrapBackend = func(b *broker.Broker) server.Backend {
 		c.b.Broker = b
@@ -294,5 +299,28 @@ func TestScaleSmall(t *testing.T) {
 	}
 	if res.LatenessJobs == 0 || res.Errors != 0 {
 		t.Fatalf("lateness over %d jobs, %d errors", res.LatenessJobs, res.Errors)
+	}
+	if res.FarJobs != 0 || res.FarDrainS != 0 {
+		t.Fatalf("far-future figures without the far store: %+v", res)
+	}
+}
+
+// With the far-future store on, the scale scenario waits until the jobs
+// due beyond the horizon have gone out and measures memory after that.
+func TestScaleSmallFar(t *testing.T) {
+	s := newServerWith(t, func(c *server.Config) { c.FarHorizon = time.Hour })
+	const n = 2500
+	cfg := bench.ScaleConfig{Addr: strings.TrimPrefix(s.url, "http://"), AdminAddr: strings.TrimPrefix(s.admin, "http://"),
+		Jobs: n, Conns: 3, Batch: 400, Probe: 300 * time.Millisecond, Lateness: 300 * time.Millisecond, ProbeConn: 2, Queue: "scale"}
+	res, err := bench.RunScale(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.b.FarStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FarJobs <= 0 || res.FarJobs > n || res.DrainedHeapInuse <= 0 || res.DrainedHeapPerJob <= 0 || st.Backlog != 0 {
+		t.Fatalf("far store not measured: %+v (server: %+v)", res, st)
 	}
 }

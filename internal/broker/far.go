@@ -1295,12 +1295,19 @@ func (f *farStore) close() {
 type FarStats struct {
 	Jobs, Buckets int
 	FilterBytes   int
+	// Backlog: jobs in memory due beyond the horizon, still to go out;
+	// HeldBytes: items handed out, not yet written to their buckets
+	Backlog   int
+	HeldBytes int
 }
 
 // FarStats reports the far store's size.
 func (b *Broker) FarStats(ctx context.Context) (FarStats, error) {
 	return call(b, ctx, func(time.Time) (FarStats, error) {
-		var s FarStats
+		s := FarStats{HeldBytes: b.far.heldBytes}
+		if b.far.on && b.far.horizon > 0 {
+			s.Backlog = b.eng.FarBacklog()
+		}
 		for _, bk := range b.far.buckets {
 			if bk.state == bucketDone {
 				continue

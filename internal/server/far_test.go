@@ -95,6 +95,10 @@ func TestFarJobsCountedOverTheWire(t *testing.T) {
 	if body := stats(); !strings.Contains(body, "current-jobs-delayed: 3\n") {
 		t.Fatalf("stats-tube with 3 far jobs: %s", body)
 	}
+	if code, body := get(t, "http://"+s.Addr(server.Admin)+"/metrics"); code != 200 || !strings.Contains(body, "\nchronoq_far_jobs 3\n") ||
+		!strings.Contains(body, "\nchronoq_far_backlog_jobs 0\n") || !strings.Contains(body, "\nchronoq_far_buckets ") {
+		t.Fatalf("metrics with 3 far jobs: %d\n%s", code, grepLines(body, "chronoq_far_"))
+	}
 	code, body := get(t, "http://"+s.Addr(server.HTTP)+"/v1/ns/default/queues/t")
 	if code != 200 || !strings.Contains(body, `"delayed":3`) {
 		t.Fatalf("GET queue with 3 far jobs: %d %s", code, body)
@@ -105,4 +109,15 @@ func TestFarJobsCountedOverTheWire(t *testing.T) {
 	if body := stats(); !strings.Contains(body, "current-jobs-ready: 2\n") || !strings.Contains(body, "current-jobs-delayed: 2\n") {
 		t.Fatalf("stats-tube after kick 2: %s", body)
 	}
+}
+
+// grepLines keeps the lines of s that start with prefix.
+func grepLines(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

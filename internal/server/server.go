@@ -251,6 +251,12 @@ func New(cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	s.b, s.metrics = b, m
+	if cfg.FarHorizon > 0 {
+		if err := m.Register(farCollector{b}); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
 	built := s // s is nil once an error is returned
 	defer func() {
 		if err != nil && built.ui != nil {
