@@ -44,31 +44,31 @@ type ScaleConfig struct {
 
 // ScaleResult is what RunScale measured.
 type ScaleResult struct {
-	Jobs           int64     `json:"jobs"`
-	FillS          float64   `json:"fill_s"`
-	FillJobsPerSec float64   `json:"fill_jobs_per_sec"`
-	RSSBytes       int64     `json:"rss_bytes"`
-	HeapInuse      int64     `json:"heap_inuse_bytes"`
-	HeapAlloc      int64     `json:"heap_alloc_bytes"`
-	RSSPerJob      float64   `json:"rss_bytes_per_job"`
-	HeapPerJob     float64   `json:"heap_inuse_bytes_per_job"`
-	LivePerJob     float64   `json:"heap_alloc_bytes_per_job"`
+	Jobs           int64   `json:"jobs"`
+	FillS          float64 `json:"fill_s"`
+	FillJobsPerSec float64 `json:"fill_jobs_per_sec"`
+	RSSBytes       int64   `json:"rss_bytes"`
+	HeapInuse      int64   `json:"heap_inuse_bytes"`
+	HeapAlloc      int64   `json:"heap_alloc_bytes"`
+	RSSPerJob      float64 `json:"rss_bytes_per_job"`
+	HeapPerJob     float64 `json:"heap_inuse_bytes_per_job"`
+	LivePerJob     float64 `json:"heap_alloc_bytes_per_job"`
 	// With the far-future store on: how long its backlog took to go out
 	// after the fill, how many jobs it then held, and memory after that.
-	FarDrainS         float64 `json:"far_drain_s,omitempty"`
-	FarJobs           int64   `json:"far_jobs,omitempty"`
-	DrainedRSSBytes   int64   `json:"drained_rss_bytes,omitempty"`
-	DrainedHeapInuse  int64   `json:"drained_heap_inuse_bytes,omitempty"`
-	DrainedHeapPerJob float64 `json:"drained_heap_inuse_bytes_per_job,omitempty"`
-	SnapWaitS      float64   `json:"snapshot_wait_s"`
-	Idle           OpLatency `json:"at_n"`
-	Snapshot       OpLatency `json:"during_snapshot"`
-	SnapshotS      float64   `json:"snapshot_s"`
-	LatenessP50MS  float64   `json:"lateness_p50_ms"`
-	LatenessP99MS  float64   `json:"lateness_p99_ms"`
-	LatenessMaxMS  float64   `json:"lateness_max_ms"`
-	LatenessJobs   int64     `json:"lateness_jobs"`
-	Errors         int64     `json:"errors"`
+	FarDrainS         float64   `json:"far_drain_s,omitempty"`
+	FarJobs           int64     `json:"far_jobs,omitempty"`
+	DrainedRSSBytes   int64     `json:"drained_rss_bytes,omitempty"`
+	DrainedHeapInuse  int64     `json:"drained_heap_inuse_bytes,omitempty"`
+	DrainedHeapPerJob float64   `json:"drained_heap_inuse_bytes_per_job,omitempty"`
+	SnapWaitS         float64   `json:"snapshot_wait_s"`
+	Idle              OpLatency `json:"at_n"`
+	Snapshot          OpLatency `json:"during_snapshot"`
+	SnapshotS         float64   `json:"snapshot_s"`
+	LatenessP50MS     float64   `json:"lateness_p50_ms"`
+	LatenessP99MS     float64   `json:"lateness_p99_ms"`
+	LatenessMaxMS     float64   `json:"lateness_max_ms"`
+	LatenessJobs      int64     `json:"lateness_jobs"`
+	Errors            int64     `json:"errors"`
 }
 
 // OpLatency is put, take and ack latency of single requests, in ms.
