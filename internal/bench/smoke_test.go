@@ -271,14 +271,18 @@ func TestPushConsumersFinishCleanly(t *testing.T) {
 	}
 }
 
+// smallScale is a scale run of n jobs against s that takes seconds.
+func smallScale(s *chronoq, n int64) bench.ScaleConfig {
+	return bench.ScaleConfig{Addr: strings.TrimPrefix(s.url, "http://"), AdminAddr: strings.TrimPrefix(s.admin, "http://"),
+		Jobs: n, Conns: 3, Batch: 400, Probe: 300 * time.Millisecond, Lateness: 300 * time.Millisecond, ProbeConn: 2, Queue: "scale"}
+}
+
 // The scale scenario fills the queue with exactly the jobs asked for, all
 // delayed, and measures everything it reports.
 func TestScaleSmall(t *testing.T) {
 	s := newServer(t)
 	const n = 2500
-	cfg := bench.ScaleConfig{Addr: strings.TrimPrefix(s.url, "http://"), AdminAddr: strings.TrimPrefix(s.admin, "http://"),
-		Jobs: n, Conns: 3, Batch: 400, Probe: 300 * time.Millisecond, Lateness: 300 * time.Millisecond, ProbeConn: 2, Queue: "scale"}
-	res, err := bench.RunScale(context.Background(), cfg)
+	res, err := bench.RunScale(context.Background(), smallScale(s, n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,9 +314,7 @@ func TestScaleSmall(t *testing.T) {
 func TestScaleSmallFar(t *testing.T) {
 	s := newServerWith(t, func(c *server.Config) { c.FarHorizon = time.Hour })
 	const n = 2500
-	cfg := bench.ScaleConfig{Addr: strings.TrimPrefix(s.url, "http://"), AdminAddr: strings.TrimPrefix(s.admin, "http://"),
-		Jobs: n, Conns: 3, Batch: 400, Probe: 300 * time.Millisecond, Lateness: 300 * time.Millisecond, ProbeConn: 2, Queue: "scale"}
-	res, err := bench.RunScale(context.Background(), cfg)
+	res, err := bench.RunScale(context.Background(), smallScale(s, n))
 	if err != nil {
 		t.Fatal(err)
 	}

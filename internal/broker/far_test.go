@@ -114,16 +114,25 @@ func putAt(t *testing.T, b *Broker, q string, req engine.PutRequest, at time.Tim
 	return r
 }
 
-func TestFarJobsLeaveMemoryAndActivateOnTimeAfterRestart(t *testing.T) {
-	dir := t.TempDir()
-	clk := &testClock{t: farT0}
-	b := mustOpenFar(t, dir, clk, time.Hour)
-	ctx := context.Background()
+// putFortyFarOneNear puts j00..j39 due a second apart from three hours
+// after farT0 (one bucket beyond a one-hour horizon) and "near" due in ten
+// minutes; it returns j00's due time.
+func putFortyFarOneNear(t *testing.T, b *Broker) time.Time {
+	t.Helper()
 	due := farT0.Add(3 * time.Hour)
 	for i := 0; i < 40; i++ {
 		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%02d", i)}, due.Add(time.Duration(i)*time.Second))
 	}
 	putAt(t, b, "q", engine.PutRequest{ID: "near"}, farT0.Add(10*time.Minute))
+	return due
+}
+
+func TestFarJobsLeaveMemoryAndActivateOnTimeAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	ctx := context.Background()
+	putFortyFarOneNear(t, b)
 	if n := memJobs(t, b); n != 1 {
 		t.Fatalf("%d jobs in memory, want 1 (the 40 far ones in buckets)", n)
 	}
@@ -178,11 +187,7 @@ func TestFarJobsInOnlineBackup(t *testing.T) {
 	clk := &testClock{t: farT0}
 	b := mustOpenFar(t, dir, clk, time.Hour)
 	ctx := context.Background()
-	due := farT0.Add(3 * time.Hour)
-	for i := 0; i < 40; i++ {
-		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%02d", i)}, due.Add(time.Duration(i)*time.Second))
-	}
-	putAt(t, b, "q", engine.PutRequest{ID: "near"}, farT0.Add(10*time.Minute))
+	due := putFortyFarOneNear(t, b)
 	set, err := b.Backup(ctx)
 	if err != nil {
 		t.Fatalf("backup with far jobs: %v", err)
