@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,9 +38,10 @@ import (
 // every bucket file and the size of it the snapshot covers; the backup
 // carries those files cut at those sizes. A bucket file only grows, and a
 // listed one is not deleted before the snapshot after the next completes,
-// so a hard link taken when the snapshot commits pins exactly the bytes
-// the snapshot names, even if the bucket is rewritten or taken back in
-// during the copy.
+// nor while a backup links bucket files (off the loop, right after its
+// snapshot commits), so those hard links pin exactly the bytes the
+// snapshot names, even if the bucket is rewritten or taken back in during
+// the copy.
 
 // BackupSet is one backup ready to be copied: the files and how many
 // bytes of each belong to it. Release it when the copy is done.
@@ -239,20 +241,30 @@ func (s *snapshotter) backupsTaken(b *Broker, err error) {
 			continue
 		}
 		set.Snapshot = link
-		if err := s.linkFar(b, set); err != nil {
-			set.Release()
-			w.res <- backupResult{err: err}
+		if len(s.far) == 0 {
+			w.res <- backupResult{set: set}
 			continue
 		}
-		w.res <- backupResult{set: set}
+		// Linking 17 000 bucket files takes ~0.3 s: off the loop, while
+		// the far store deletes no bucket file (far.snapshotDone).
+		b.far.linking.Add(1)
+		go func(w backupWaiter, listed []farListed) {
+			defer b.far.linking.Add(-1)
+			if err := linkFar(b, set, listed); err != nil {
+				set.Release()
+				w.res <- backupResult{err: err}
+				return
+			}
+			w.res <- backupResult{set: set}
+		}(w, slices.Clone(s.far))
 	}
 }
 
 // linkFar links the bucket files the snapshot's far manifest lists into
-// the backup directory, before this snapshot's completion lets old
-// generations and taken-back buckets be deleted (far.snapshotDone).
-func (s *snapshotter) linkFar(b *Broker, set *BackupSet) error {
-	for _, l := range s.far {
+// the backup directory. The far store deletes no bucket file while it runs
+// (farStore.linking), so every listed file is still there.
+func linkFar(b *Broker, set *BackupSet, listed []farListed) error {
+	for _, l := range listed {
 		name := farstore.Name(l.start, l.gen)
 		link := filepath.Join(b.backupDir(), fmt.Sprintf("%d-far-%s", set.id, name))
 		if err := os.Link(filepath.Join(b.far.dir, name), link); err != nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -220,6 +221,9 @@ type farStore struct {
 	fromSide int
 	// outMax is how many jobs the next turn hands out (farOutBudget)
 	outMax int
+	// linking counts backups linking bucket files off the loop
+	// (backup.go); no bucket file is deleted meanwhile
+	linking atomic.Int32
 	// preparing: a snapshot is due and waits for the held items to be
 	// written; nothing more is handed out meanwhile
 	preparing bool
@@ -1224,6 +1228,9 @@ func (f *farStore) snapshotDone() {
 		}
 	}
 	f.pinQ = kept
+	if f.linking.Load() > 0 {
+		return // the next snapshot deletes what this one would have
+	}
 	for s, bk := range f.buckets {
 		f.dropOldGens(bk)
 		if bk.state != bucketDone {

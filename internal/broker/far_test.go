@@ -1658,3 +1658,44 @@ func TestFarHeldItemsAreFoundAndWrittenBeforeTheSnapshotCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestFarBucketFilesStayWhileABackupLinks: while a backup links bucket
+// files off the loop, snapshots delete none (a taken-back bucket's file
+// stays); afterwards the usual two snapshots delete it.
+func TestFarBucketFilesStayWhileABackupLinks(t *testing.T) {
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	b := mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	putFortyFarOneNear(t, b)
+	farSnapshot(t, b)
+	clk.add(3*time.Hour - 10*time.Minute)
+	memJobs(t, b)
+	waitFar(t, b, 0)
+	files := func() int {
+		ids, err := farstore.List(filepath.Join(dir, "far"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids)
+	}
+	n := 0
+	snapshot := func() { // a snapshot of a changed state (final skips an unchanged one)
+		n++
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("w%d", n)}, clk.now().Add(time.Minute))
+		farSnapshot(t, b)
+	}
+	b.far.linking.Add(1)
+	for range 3 {
+		snapshot()
+	}
+	if n := files(); n != 1 {
+		t.Fatalf("%d bucket files while a backup links, want the taken-back one kept", n)
+	}
+	b.far.linking.Add(-1)
+	snapshot()
+	snapshot()
+	if n := files(); n != 0 {
+		t.Fatalf("%d bucket files two snapshots after the links, want 0", n)
+	}
+}
