@@ -238,6 +238,7 @@ type farStore struct {
 	// one bucket is rewritten at a time (far_rewrite.go)
 	rewriting bool
 	rewrites  int // rewrites switched to
+	minDead   int // farRewriteMinDead when the store opened
 	rwWG      sync.WaitGroup
 }
 
@@ -247,6 +248,7 @@ func (f *farStore) init(b *Broker) {
 	f.b = b
 	f.dir = filepath.Join(b.opts.Dir, "far")
 	f.horizon = b.opts.FarHorizon
+	f.minDead = farRewriteMinDead
 	f.seed = rand.Uint64()
 	f.buckets = map[int64]*farBucket{}
 	f.nextLoad = 1<<63 - 1

@@ -38,7 +38,9 @@ import (
 // snapshot that first lists the new file syncs it, as every bucket).
 
 // farRewriteMinDead is the least number of dead items that makes a bucket
-// worth rewriting (a variable so tests can use small buckets).
+// worth rewriting (a variable so tests can use small buckets); a far store
+// reads it when it opens (farStore.minDead), so a test can change its own
+// store's threshold on the loop.
 var farRewriteMinDead = 1024
 
 // farRewriteRounds bounds the rounds of copying off the loop.
@@ -82,7 +84,7 @@ func (f *farStore) dropOldGens(bk *farBucket) {
 
 // maybeRewrite starts rewriting bk if its dead items call for it.
 func (f *farStore) maybeRewrite(bk *farBucket) {
-	if f.rewriting || bk.rewriting || bk.state != bucketOpen || bk.dead < farRewriteMinDead || bk.dead <= bk.jobs || f.b.failed.Load() != nil {
+	if f.rewriting || bk.rewriting || bk.state != bucketOpen || bk.dead < f.minDead || bk.dead <= bk.jobs || f.b.failed.Load() != nil {
 		return
 	}
 	f.rewriting, bk.rewriting = true, true
