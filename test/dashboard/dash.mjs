@@ -112,8 +112,15 @@ try {
   }
   check((await text('#queues tr[data-queue="thumbnails"]')).includes("paused"), "queues: thumbnails not shown paused");
   // sorting by dead puts payments first
-  await page.click("#queues th:has-text('Dead')");
-  check((await page.locator("#queues tbody tr").first().getAttribute("data-queue")) === "payments", "sort by dead: payments not first");
+  // (the table is re-rendered by its live refresh: a click on a header
+  // replaced meanwhile is clicked again, and the order is awaited, bounded)
+  const sortedByDead = () => page.waitForFunction(() => (document.querySelector("#queues th.sorted-desc")?.innerText || "").includes("Dead"), null, { timeout: 2000 }).then(() => true, () => false);
+  for (let i = 0; i < 3; i++) {
+    await page.click("#queues th:has-text('Dead')");
+    if (await sortedByDead()) break;
+  }
+  const paymentsFirst = await page.waitForFunction(() => document.querySelector("#queues tbody tr")?.getAttribute("data-queue") === "payments", null, { timeout: 3000 }).then(() => true, () => false);
+  check(paymentsFirst, "sort by dead: payments not first (first row: " + (await page.locator("#queues tbody tr").first().getAttribute("data-queue")) + ")");
   await page.fill("#queue-filter", "pay");
   check(await page.locator("#queues tbody tr").count() === 1, "filter 'pay' shows more than payments");
   await page.fill("#queue-filter", "");
