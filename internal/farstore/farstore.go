@@ -45,6 +45,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 const (
@@ -406,13 +408,8 @@ func Remove(dir string, start int64, gen uint32, side bool) error {
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := datadir.SyncDir(dir); err != nil {
 		return fmt.Errorf("farstore: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("farstore: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -2,7 +2,8 @@ package farstore
 
 import (
 	"fmt"
-	"os"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // TakeUnsynced reports whether bytes written to the file (or a cut) may
@@ -24,20 +25,11 @@ func (f *File) MarkUnsynced() { f.dirty = true }
 // file system instead of each file (sync_linux.go).
 const syncManyFiles = 64
 
-// syncEach fsyncs each file through a descriptor of its own: fsync makes
-// the file's data durable whichever descriptor wrote it.
+// syncEach fsyncs each file.
 func syncEach(paths []string) error {
 	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return fmt.Errorf("farstore: sync: %w", err)
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("farstore: sync %s: %w", p, err)
+		if err := datadir.SyncFile(p); err != nil {
+			return fmt.Errorf("farstore: %w", err)
 		}
 	}
 	return nil
