@@ -97,21 +97,18 @@ type Broker struct {
 	sink     logSink
 	syncQ    chan syncItem // pipelined commit (always policy); nil otherwise
 	syncDone chan struct{}
-	// syncIdle holds the commit token under the always policy: when many
-	// requests arrive per sync (the last sync answered at least gateMin),
-	// the loop takes the token before a turn, hands it to the syncer with
-	// the turn's written batch, and the syncer puts it back once that
-	// batch is durable and answered. While a sync is in flight the loop
-	// then leaves new requests queued instead of running each as it
-	// arrives: their answers could not go out before the next fdatasync
-	// anyway, and one turn for all of them costs one wake-up, one
-	// write(2) and one pass over the timers instead of one per request
-	// (docs/benchmarks.md, "Second round"). With few requests per sync
-	// the loop runs them as they come, so the next sync can start as soon
-	// as the one before ends instead of after a turn of the loop.
-	syncIdle  chan struct{}
-	syncGroup atomic.Int64 // requests the syncer answered in its last group
-	gateMin   atomic.Int64
+	// syncIdle holds the commit token under the always policy: the loop
+	// takes it before a turn, hands it to the syncer with the turn's
+	// written batch, and the syncer puts it back once that batch is
+	// durable and answered. While a sync is in flight the loop leaves new
+	// requests queued instead of running each as it arrives: their
+	// answers could not go out before the next fdatasync anyway, and one
+	// turn for all of them costs one wake-up, one write(2) and one pass
+	// over the timers instead of one per request. This was adaptive once
+	// (only from 16 requests per sync on); waiting always measured 5–15 %
+	// less server CPU per request at 8 and 64 connections and the same at
+	// one (docs/benchmarks.md, "The loop always waits out the sync").
+	syncIdle chan struct{}
 	// beforeSync, when set (tests), runs in the syncer before each
 	// fdatasync.
 	beforeSync atomic.Pointer[func()]
@@ -242,7 +239,6 @@ func Open(opts Options) (*Broker, error) {
 		b.syncDone = make(chan struct{})
 		b.syncIdle = make(chan struct{}, 1)
 		b.syncIdle <- struct{}{}
-		b.gateMin.Store(defaultGateMin)
 		go b.syncer(b.syncQ)
 	}
 	go b.loop()
@@ -293,7 +289,7 @@ func (b *Broker) loop() {
 			b.shutdown()
 			return
 		}
-		gated := b.syncIdle != nil && b.syncGroup.Load() >= b.gateMin.Load()
+		gated := b.syncIdle != nil
 		if gated {
 			// Wait out the sync in flight (see syncIdle); what arrives
 			// meanwhile joins this turn.
@@ -387,11 +383,6 @@ type syncItem struct {
 	token   bool          // carries the commit token (syncIdle) back
 }
 
-// defaultGateMin is how many requests one sync must answer before the
-// loop starts to wait syncs out (see syncIdle): from about that many on,
-// the turns saved outweigh the two hand-offs the wait adds between syncs.
-const defaultGateMin = 16
-
 // commitPipelined writes the batch and queues it for the syncer; token
 // says the loop holds the commit token, which goes along with it.
 func (b *Broker) commitPipelined(batch []*request, parked []*request, token bool) {
@@ -459,11 +450,6 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				b.fail(err)
 			}
 		}
-		answered := 0
-		for _, it := range group {
-			answered += len(it.reqs)
-		}
-		b.syncGroup.Store(int64(answered))
 		for _, it := range group {
 			e := err
 			if it.err != nil {

@@ -26,23 +26,12 @@ func (c *commitLog) Commit(entries, _ int, _ time.Duration) {
 	c.mu.Unlock()
 }
 
-// When many requests come per sync, the loop leaves those that arrive
-// while an fdatasync is in flight queued and runs them all in the turn
-// after it, with one write, instead of running and writing each as it
-// arrives: their answers wait for the next sync in either case. Every
-// answer still comes after the sync that covers it.
+// The loop leaves requests that arrive while an fdatasync is in flight
+// queued and runs them all in the turn after it, with one write, instead
+// of running and writing each as it arrives: their answers wait for the
+// next sync in either case. Every answer still comes after the sync that
+// covers it.
 func TestRequestsWaitOutTheSyncInFlight(t *testing.T) {
-	testSyncInFlight(t, true)
-}
-
-// With few requests per sync the loop runs them as they arrive, so they
-// are written by the time the sync in flight ends and the next one can
-// start at once.
-func TestFewRequestsRunDuringTheSync(t *testing.T) {
-	testSyncInFlight(t, false)
-}
-
-func testSyncInFlight(t *testing.T, many bool) {
 	obs := &commitLog{}
 	b, err := Open(Options{Dir: t.TempDir(), Logger: quiet, Observer: obs,
 		WAL: wal.Options{SegmentSize: 64 << 10, Logger: quiet}})
@@ -50,10 +39,6 @@ func testSyncInFlight(t *testing.T, many bool) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if many {
-		// the warm-up put below then counts as many
-		b.gateMin.Store(1)
-	}
 	ctx := context.Background()
 	if _, err := b.Put(ctx, "default", "w", engine.PutRequest{Payload: []byte("queue exists")}); err != nil {
 		t.Fatal(err)
@@ -94,20 +79,11 @@ func testSyncInFlight(t *testing.T, many bool) {
 	for i := 1; i <= n; i++ {
 		go put(i)
 	}
-	if many {
-		// The loop holds one of them while it waits for the sync; the
-		// rest stay queued.
-		for deadline := time.Now().Add(10 * time.Second); len(b.reqs) < n-1; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d puts queued while a sync was in flight: the loop ran the others before it ended", len(b.reqs), n)
-			}
-		}
-	} else {
-		// They are run and written while the sync waits.
-		for deadline := time.Now().Add(10 * time.Second); len(b.syncQ) == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no batch written while a sync was in flight (%d requests queued for the loop): the loop waited", len(b.reqs))
-			}
+	// The loop holds one of them while it waits for the sync; the rest
+	// stay queued.
+	for deadline := time.Now().Add(10 * time.Second); len(b.reqs) < n-1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d puts queued while a sync was in flight: the loop ran the others before it ended", len(b.reqs), n)
 		}
 	}
 	if a := acked.Load(); a != 0 {
@@ -118,9 +94,6 @@ func testSyncInFlight(t *testing.T, many bool) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
-	}
-	if !many {
-		return // the syncer groups what the loop wrote meanwhile
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
