@@ -281,15 +281,19 @@ func (b *Broker) loop() {
 	batch := make([]*request, 0, b.opts.MaxBatch)
 	for {
 		batch = batch[:0]
+		gated := false
 		select {
 		case r := <-b.reqs:
 			batch = append(batch, r)
+			gated = b.syncIdle != nil
 		case <-timer.C:
+			// A turn the clock starts (a delayed job due, a long-poll
+			// ending) runs at once: waiting out the sync in flight would
+			// add a hand-off to its lateness and save nothing.
 		case <-b.stop:
 			b.shutdown()
 			return
 		}
-		gated := b.syncIdle != nil
 		if gated {
 			// Wait out the sync in flight (see syncIdle); what arrives
 			// meanwhile joins this turn.
