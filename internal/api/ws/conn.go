@@ -65,9 +65,11 @@ type conn struct {
 	expTimer  *time.Timer
 	exp       atomic.Int64 // unix nanos of the token's exp; 0: none
 
-	// WebSocket reading (frames.go): a small buffer inside the struct,
+	// WebSocket reading (frames.go): a small buffer inside the struct, or
+	// a shared one while it holds a read's bytes (pooled, socket_unix.go),
 	// and the message being assembled from fragments.
 	rbuf       [128]byte
+	pooled     *[]byte
 	rpos, rend int
 	frag       []byte
 	fragOp     byte

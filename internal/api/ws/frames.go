@@ -46,11 +46,9 @@ func (c *conn) readMessage() ([]byte, error) {
 	for {
 		if c.rpos == c.rend {
 			// The idle wait: as shallow as a read can be.
-			n, err := c.nc.Read(c.rbuf[:])
-			if n == 0 && err != nil {
+			if n, err := c.fill(); n == 0 && err != nil {
 				return nil, err
 			}
-			c.rpos, c.rend = 0, n
 			c.lastRead.Store(time.Now().UnixNano())
 		}
 		msg, done, err := c.readFrame()
@@ -185,15 +183,36 @@ func (f *frameSource) Read(p []byte) (int, error) {
 	c := (*conn)(f)
 	if c.rpos == c.rend {
 		if len(p) >= len(c.rbuf) {
+			c.releaseRead()
 			return c.nc.Read(p)
 		}
-		n, err := c.nc.Read(c.rbuf[:])
-		if n == 0 {
+		if n, err := c.fill(); n == 0 {
 			return 0, err
 		}
-		c.rpos, c.rend = 0, n
 	}
-	n := copy(p, c.rbuf[c.rpos:c.rend])
+	n := copy(p, c.buffered())
 	c.rpos += n
 	return n, nil
+}
+
+// fill replaces the used-up read buffer with what the socket has next,
+// waiting for it: into a shared buffer where the socket allows raw reads
+// (a whole command in one read(2)), else into rbuf.
+func (c *conn) fill() (n int, err error) {
+	c.releaseRead()
+	if c.raw != nil {
+		n, err = c.readRaw()
+	} else {
+		n, err = c.nc.Read(c.rbuf[:])
+	}
+	c.rpos, c.rend = 0, n
+	return n, err
+}
+
+// buffered is what the read buffer holds and no frame has used yet.
+func (c *conn) buffered() []byte {
+	if c.pooled != nil {
+		return (*c.pooled)[c.rpos:c.rend]
+	}
+	return c.rbuf[c.rpos:c.rend]
 }

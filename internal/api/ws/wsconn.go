@@ -46,7 +46,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // one goroutine per idle connection is most of what a connection costs.
 func (c *conn) readLoop() {
 	defer c.recoverPanic("reader", nil)
-	c.endRead(c.readAll())
+	err := c.readAll()
+	c.releaseRead()
+	c.endRead(err)
 }
 
 // readAll reads until the connection fails. Until connect has succeeded
