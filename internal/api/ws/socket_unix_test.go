@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"testing"
 	"time"
 
@@ -18,27 +17,7 @@ import (
 // into writes: a header split across reads, several frames in one read, a
 // payload longer than the shared buffer, fragments.
 func TestRawReadsKeepMessagesWhole(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-
-	c := &conn{s: testServer(t), nc: server}
-	c.raw = rawConnOf(server)
-	if c.raw == nil {
-		t.Fatal("a TCP socket gave no raw connection: the shared-buffer path is not tested")
-	}
+	c, client := tcpConn(t, testServer(t))
 	c.connected.Store(true)
 
 	var want [][]byte
@@ -65,7 +44,7 @@ func TestRawReadsKeepMessagesWhole(t *testing.T) {
 			rest = rest[n:]
 		}
 	}()
-	server.SetReadDeadline(time.Now().Add(30 * time.Second))
+	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for i, w := range want {
 		got, err := c.readMessage()
 		if err != nil {
