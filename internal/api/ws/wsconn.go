@@ -55,7 +55,7 @@ func (c *conn) readLoop() {
 // the reader waits for each command to be processed before reading the
 // next frame, so the pre-connect limit on message size (frames.go) also
 // covers commands a client pipelines behind its connect; their bytes wait
-// in the socket meanwhile.
+// in the socket (or the shared read buffer, up to 4 KiB) meanwhile.
 func (c *conn) readAll() (err error) {
 	defer c.recoverPanic("reader", func() { err = errPanicked })
 	for {
