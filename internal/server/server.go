@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,6 +215,7 @@ func New(cfg Config) (s *Server, err error) {
 	s = &Server{cfg: cfg, lg: lg, lns: map[string]net.Listener{}, https: map[string]*http.Server{},
 		errc: make(chan error, 3), stopping: make(chan struct{})}
 	raiseFileLimit(lg, filesNeeded(cfg), processFileLimit())
+	raiseProcs(lg, os.Getenv)
 
 	// Protected mode (docs/api.md, "Authentication"): beyond loopback only
 	// with authentication. The beanstalkd protocol has none at all, so it
