@@ -73,6 +73,10 @@ func startCluster(t *testing.T) *clusterT {
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			c.kill(n)
+			if t.Failed() && n.out != nil {
+				out := n.out.String()
+				t.Logf("node %d output (last 8 KiB):\n%s", n.id, out[max(0, len(out)-8<<10):])
+			}
 		}
 	})
 	return c
