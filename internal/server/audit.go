@@ -72,8 +72,9 @@ const maxAuditBody = 4 << 10
 
 // audited puts next behind a mux that logs the requests matching rules.
 // Almost no request matches one (puts, takes, acks), and matching those
-// against the rules' wildcard patterns cost ServeMux ~1 µs and 15
-// allocations each: auditFilter sends them straight to next.
+// against the rules' wildcard patterns cost ServeMux ~0.6 µs and 15
+// allocations each (BenchmarkAuditedPut): auditFilter sends them straight
+// to next.
 func (s *Server) audited(next http.Handler, rules []auditRule) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", next)
