@@ -100,8 +100,7 @@ type auditFilter []auditShape
 
 type auditShape struct {
 	method  string   // "" for any
-	segs    []string // the pattern's path segments ...
-	wild    []bool   // ... and which of them are wildcards
+	segs    []string // the pattern's path segments; "{…}" ones are wildcards
 	subtree bool     // ends in "/" or "{x...}": more segments may follow
 	slash   bool     // ends in "/{$}"
 	any     bool     // a pattern the filter does not read (host): always ask the mux
@@ -130,11 +129,7 @@ func newAuditFilter(rules []auditRule) auditFilter {
 		case last == "{$}":
 			sh.slash, segs[len(segs)-1] = true, ""
 		}
-		for _, seg := range segs {
-			w := strings.HasPrefix(seg, "{")
-			sh.segs = append(sh.segs, seg)
-			sh.wild = append(sh.wild, w)
-		}
+		sh.segs = segs
 		f = append(f, sh)
 	}
 	return f
@@ -163,7 +158,7 @@ func (sh *auditShape) couldMatch(method, path string) bool {
 	n := 0
 	for rest := path[1:]; ; n++ {
 		seg, more, found := strings.Cut(rest, "/")
-		if n < len(sh.segs) && !sh.wild[n] && seg != sh.segs[n] {
+		if n < len(sh.segs) && seg != sh.segs[n] && !strings.HasPrefix(sh.segs[n], "{") {
 			return false
 		}
 		if !found {
