@@ -316,7 +316,7 @@ func (l *Log) roll(need int64) error {
 	if old != nil && !l.hasPending(old) {
 		l.seal(old)
 	}
-	l.startPrepare()
+	l.startPrepare(old != nil)
 	return nil
 }
 

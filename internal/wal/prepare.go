@@ -13,7 +13,12 @@ import (
 // disk. Done inside roll, that stalls every request of the batch that
 // crosses a segment boundary. So right after each roll a goroutine creates
 // the next segment — complete, durable, under its final name — and the
-// next roll just starts using it.
+// next roll just starts using it. Being off the request path, it can also
+// write the segment full of zeros, so commits into it never convert
+// unwritten extents (createSegment says why that matters). It does so only
+// after a segment filled up: the segment prepared when a new log creates its
+// first one is fallocate-only, so a server or test that never fills a
+// segment never writes 64 MiB of zeros.
 //
 // A prepared segment that is never used is an empty segment at the end of
 // the log, which recovery accepts (and Close deletes it). Errors from the
@@ -25,7 +30,9 @@ type preparedSeg struct {
 	err error
 }
 
-func (l *Log) startPrepare() {
+// startPrepare creates the next segment in the background; zeroFill is
+// passed on to createSegment.
+func (l *Log) startPrepare(zeroFill bool) {
 	if l.noPrepare || l.prepCh != nil || l.nextNum == 0 {
 		return
 	}
@@ -33,7 +40,7 @@ func (l *Log) startPrepare() {
 	l.prepCh = ch
 	num, size := l.nextNum, l.opts.SegmentSize
 	go func() {
-		seg, err := l.createSegment(num, size)
+		seg, err := l.createSegment(num, size, zeroFill)
 		ch <- preparedSeg{seg, err}
 	}()
 }

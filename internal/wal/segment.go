@@ -76,7 +76,17 @@ func listSegments(dir string, logf func(msg string, args ...any)) ([]uint32, err
 // createSegment makes segment num with room for capacity bytes, durable
 // under its final name before it returns. Errors before the rename leave no
 // trace and do not fail the log; ENOSPC is reported as ErrNoSpace.
-func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
+//
+// With zeroFill the whole capacity is written with zeros before the header.
+// fallocate only reserves blocks as unwritten extents: the first write into
+// each block then converts its extent, which dirties the inode, and the
+// fdatasync that makes the batch durable has to write the inode too — a
+// second I/O for about every other commit (perf on ext4: 2.48 block
+// requests per fdatasync, 2.05 with the zeros; fdatasync 0.18 → 0.14 ms).
+// Writing 64 MiB costs tens of milliseconds, so only the background
+// preparation (prepare.go) asks for it; a segment created on the request
+// path stays fallocate-only.
+func (l *Log) createSegment(num uint32, capacity int64, zeroFill bool) (*writeSeg, error) {
 	path := filepath.Join(l.dir, segmentName(num))
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -113,6 +123,11 @@ func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 			l.log.Warn("wal: filesystem does not support fallocate; segments will not be preallocated", "dir", l.dir, "err", err)
 		})
 	}
+	if zeroFill {
+		if err := writeZeros(f, capacity); err != nil {
+			return discard(err)
+		}
+	}
 	if _, err := f.WriteAt(h.encode(), 0); err != nil {
 		return discard(fmt.Errorf("write header: %w", err))
 	}
@@ -129,6 +144,21 @@ func (l *Log) createSegment(num uint32, capacity int64) (*writeSeg, error) {
 		return nil, l.fail(fmt.Errorf("wal: after creating segment %s: %w", path, err))
 	}
 	return &writeSeg{num: num, path: path, f: f, salt: h.salt, capacity: capacity, end: HeaderSize, lastMark: -1}, nil
+}
+
+// zeroChunk bounds the buffer writeZeros allocates.
+const zeroChunk = 1 << 20
+
+func writeZeros(f *os.File, size int64) error {
+	zeros := make([]byte, min(size, zeroChunk))
+	for off := int64(0); off < size; {
+		n, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+		if err != nil {
+			return fmt.Errorf("write zeros at %d of %d: %w", off, size, err)
+		}
+		off += int64(n)
+	}
+	return nil
 }
 
 // truncateTail cuts a segment at off and restores its preallocated size, so

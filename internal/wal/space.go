@@ -25,7 +25,7 @@ func (l *Log) createFitting(need int64) (*writeSeg, error) {
 	minCap := HeaderSize + need
 	capacity := max(l.opts.SegmentSize, minCap)
 	for {
-		seg, err := l.createSegment(l.nextNum, capacity)
+		seg, err := l.createSegment(l.nextNum, capacity, false)
 		if err == nil || !isNoSpaceErr(err) || capacity == minCap {
 			return seg, err
 		}
