@@ -403,7 +403,10 @@ func crashSeed(t *testing.T) uint64 {
 // TestCrashUnderLoad SIGKILLs the server (sync always) at a random moment
 // under load, restarts it on the same data directory and checks that every
 // acknowledged put survived and no acknowledged ack came back; 20 cycles on
-// one data directory (CHRONOQ_CRASH_CYCLES=N for more).
+// one data directory (CHRONOQ_CRASH_CYCLES=N for more;
+// CHRONOQ_CRASH_SEGMENT=BYTES for a log segment size other than the
+// default, e.g. 1048576 so that kills also hit segment rolls and the
+// background preparation of zero-filled segments).
 func TestCrashUnderLoad(t *testing.T) {
 	t.Parallel()
 	cycles := 20
@@ -414,6 +417,11 @@ func TestCrashUnderLoad(t *testing.T) {
 			t.Fatalf("CHRONOQ_CRASH_CYCLES=%q", v)
 		}
 		cycles, budget = n, 0
+	}
+	args := []string{"--sync", "always"}
+	if v := os.Getenv("CHRONOQ_CRASH_SEGMENT"); v != "" {
+		// small segments: kills land in rolls and in segment preparation
+		args = append(args, "--segment-size", v)
 	}
 	seed := crashSeed(t)
 	t.Logf("seed %d (CHRONOQ_CRASH_SEED to repeat the kill times)", seed)
@@ -427,7 +435,7 @@ func TestCrashUnderLoad(t *testing.T) {
 			break
 		}
 		t0 := time.Now()
-		s := startServer(t, dir, "--sync", "always")
+		s := startServer(t, dir, args...)
 		s.waitReady()
 		up := time.Since(t0)
 		present := cs.verify(t, s, cycle)
@@ -453,7 +461,7 @@ func TestCrashUnderLoad(t *testing.T) {
 			return
 		}
 	}
-	s := startServer(t, dir, "--sync", "always")
+	s := startServer(t, dir, args...)
 	s.waitReady()
 	present := cs.verify(t, s, cycles)
 	cs.report(t)
