@@ -55,20 +55,24 @@ type ScaleResult struct {
 	LivePerJob     float64 `json:"heap_alloc_bytes_per_job"`
 	// With the far-future store on: how long its backlog took to go out
 	// after the fill, how many jobs it then held, and memory after that.
-	FarDrainS         float64   `json:"far_drain_s,omitempty"`
-	FarJobs           int64     `json:"far_jobs,omitempty"`
-	DrainedRSSBytes   int64     `json:"drained_rss_bytes,omitempty"`
-	DrainedHeapInuse  int64     `json:"drained_heap_inuse_bytes,omitempty"`
-	DrainedHeapPerJob float64   `json:"drained_heap_inuse_bytes_per_job,omitempty"`
-	SnapWaitS         float64   `json:"snapshot_wait_s"`
-	Idle              OpLatency `json:"at_n"`
-	Snapshot          OpLatency `json:"during_snapshot"`
-	SnapshotS         float64   `json:"snapshot_s"`
-	LatenessP50MS     float64   `json:"lateness_p50_ms"`
-	LatenessP99MS     float64   `json:"lateness_p99_ms"`
-	LatenessMaxMS     float64   `json:"lateness_max_ms"`
-	LatenessJobs      int64     `json:"lateness_jobs"`
-	Errors            int64     `json:"errors"`
+	FarDrainS         float64 `json:"far_drain_s,omitempty"`
+	FarJobs           int64   `json:"far_jobs,omitempty"`
+	DrainedRSSBytes   int64   `json:"drained_rss_bytes,omitempty"`
+	DrainedHeapInuse  int64   `json:"drained_heap_inuse_bytes,omitempty"`
+	DrainedHeapPerJob float64 `json:"drained_heap_inuse_bytes_per_job,omitempty"`
+	// the job table's size once it stopped shrinking after the drain, and
+	// how long after the drain that was (the drained figures are read then)
+	JobTableBytes int64     `json:"job_table_bytes,omitempty"`
+	ShrinkS       float64   `json:"shrink_s,omitempty"`
+	SnapWaitS     float64   `json:"snapshot_wait_s"`
+	Idle          OpLatency `json:"at_n"`
+	Snapshot      OpLatency `json:"during_snapshot"`
+	SnapshotS     float64   `json:"snapshot_s"`
+	LatenessP50MS float64   `json:"lateness_p50_ms"`
+	LatenessP99MS float64   `json:"lateness_p99_ms"`
+	LatenessMaxMS float64   `json:"lateness_max_ms"`
+	LatenessJobs  int64     `json:"lateness_jobs"`
+	Errors        int64     `json:"errors"`
 }
 
 // OpLatency is put, take and ack latency of single requests, in ms.
@@ -233,8 +237,8 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		if err := waitFarDrained(ctx, do, admin, &res, 30*time.Minute); err != nil {
 			return res, err
 		}
-		progress(cfg.Progress, "far store: %d jobs out of memory after %.1fs; then rss %d MiB, heap in use %d MiB (%.1f bytes/job)",
-			res.FarJobs, res.FarDrainS, res.DrainedRSSBytes>>20, res.DrainedHeapInuse>>20, res.DrainedHeapPerJob)
+		progress(cfg.Progress, "far store: %d jobs out of memory after %.1fs; job table %d MiB %.1fs later; then rss %d MiB, heap in use %d MiB (%.1f bytes/job)",
+			res.FarJobs, res.FarDrainS, res.JobTableBytes>>20, res.ShrinkS, res.DrainedRSSBytes>>20, res.DrainedHeapInuse>>20, res.DrainedHeapPerJob)
 	}
 
 	// put/take/ack at N, on a node that is not writing a snapshot: the
@@ -324,6 +328,36 @@ func waitFarDrained(ctx context.Context, do func(context.Context, string, string
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// The job table shrinks once the backlog is out (docs/architecture.md,
+	// "Memory per job"): memory is read once its size has held for a
+	// second.
+	settle := time.Now()
+	last, held := -1.0, 0
+	for held < 5 {
+		m, err := do(ctx, http.MethodGet, admin+"/metrics", nil)
+		if err != nil {
+			return fmt.Errorf("reading metrics: %w", err)
+		}
+		if !bytes.Contains(m, []byte("\nchronoq_job_table_bytes ")) {
+			break
+		}
+		v := promValues(m, "chronoq_job_table_bytes")[0]
+		if v == last {
+			held++
+		} else {
+			last, held = v, 0
+		}
+		res.JobTableBytes = int64(v)
+		if time.Since(settle) > limit {
+			return fmt.Errorf("the job table was still changing size after %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	res.ShrinkS = round3(time.Since(settle).Seconds())
 	if _, err := do(ctx, http.MethodGet, admin+"/debug/pprof/heap?gc=1", nil); err != nil {
 		return fmt.Errorf("forcing a collection: %w", err)
 	}
@@ -471,8 +505,8 @@ errors               %d
 		r.Snapshot.PutP50, r.Snapshot.PutP99, r.Snapshot.TakeP50, r.Snapshot.TakeP99, r.Snapshot.AckP50, r.Snapshot.AckP99, r.Snapshot.Cycles, r.SnapshotS,
 		r.LatenessP50MS, r.LatenessP99MS, r.LatenessMaxMS, r.LatenessJobs, r.Errors)
 	if err == nil && (r.FarDrainS > 0 || r.FarJobs > 0) {
-		_, err = fmt.Fprintf(w, "far store           %d jobs out of memory %.1f s after the fill; then rss %.1f MiB, heap in use %.1f MiB, %.1f bytes/job\n",
-			r.FarJobs, r.FarDrainS, float64(r.DrainedRSSBytes)/(1<<20), float64(r.DrainedHeapInuse)/(1<<20), r.DrainedHeapPerJob)
+		_, err = fmt.Fprintf(w, "far store           %d jobs out of memory %.1f s after the fill; job table %.1f MiB %.1f s later; then rss %.1f MiB, heap in use %.1f MiB, %.1f bytes/job\n",
+			r.FarJobs, r.FarDrainS, float64(r.JobTableBytes)/(1<<20), r.ShrinkS, float64(r.DrainedRSSBytes)/(1<<20), float64(r.DrainedHeapInuse)/(1<<20), r.DrainedHeapPerJob)
 	}
 	return err
 }

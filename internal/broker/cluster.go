@@ -488,6 +488,10 @@ func (b *Broker) clusterLoop() {
 		}
 		cl.turns = append(cl.turns, t)
 		b.clusterProcess()
+		// Shrinking the job table changes no state, only where jobs sit in
+		// memory, so every member does it on its own (compact.go).
+		b.eng = cl.node.Engine()
+		b.compact.shrink(b)
 		b.clusterResetTimer(timer, now)
 	}
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"runtime/debug"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -12,16 +14,57 @@ import (
 // the oldest segment would keep every later segment too; the compactor
 // re-logs such payloads (engine.Relocate) a bounded amount per loop turn,
 // after which the next snapshot lets the segment go.
+//
+// It also shrinks the job table after a peak (engine.Shrink), between
+// segments: a relocation walks the table by slot, which moves would
+// confuse (harmlessly, but it would miss jobs and have to start over).
 type compactor struct {
 	seg      uint32 // segment being emptied, 0 = none
 	cursor   uint32
 	nextPick time.Time // picking reads the snapshot directory: not every turn
 	emptied  bool      // a segment was emptied: drop it once the moves are durable
+	// a shrink of the job table under way: when it began, the table's size
+	shrinkStart   time.Time
+	shrinkFrom    int64
+	shrinkLongest time.Duration // the longest turn's share of it
+	// the counts per turn (compactBudget)
+	slots, moves int
 }
+
+// paced returns the next turn's count: n halved after a turn that took
+// longer than compactBudget, doubled after one under half of it, within
+// [lo, hi]; a count not yet set starts at hi.
+func paced(n, lo, hi int, took time.Duration) int {
+	switch {
+	case n <= 0:
+		return hi
+	case took > compactBudget:
+		return max(n/2, lo)
+	case took > 0 && took < compactBudget/2:
+		return min(n*2, hi)
+	}
+	return n
+}
+
+// compactBudget is the wall time a turn's relocation, or a turn's share of
+// a shrink, aims at: every request of the turn waits for it. The counts
+// per turn adapt (paced) between their minimum and maximum: a table dense
+// with jobs whose payloads lie in the segment costs far more per slot than
+// one of scattered survivors, and a shrink's moves cost more with the
+// cache cold.
+var compactBudget = 2 * time.Millisecond
 
 const (
 	compactSlotsPerTurn = 50000
+	compactSlotsMin     = 1024
 	compactBytesPerTurn = 1 << 20
+	// shrinkMovesPerTurn bounds a turn's job moves (~0.2 µs each,
+	// BenchmarkShrinkAfterFarDrain in internal/engine)
+	shrinkMovesPerTurn = 4096
+	shrinkMovesMin     = 256
+	// shrinkReturnBytes: a shrink freeing this much returns it to the
+	// system at once
+	shrinkReturnBytes = 64 << 20
 )
 
 // step runs on the loop between batches.
@@ -43,6 +86,9 @@ func (c *compactor) step(b *Broker) {
 		}
 		b.snap.dropSegments(b)
 	}
+	if c.seg == 0 && c.shrink(b) {
+		return
+	}
 	if c.seg == 0 {
 		now := b.now()
 		if now.Before(c.nextPick) {
@@ -55,12 +101,15 @@ func (c *compactor) step(b *Broker) {
 			return
 		}
 	}
-	// Jobs lie in the slab roughly in put order, so one turn's reads walk
-	// the frames of batch puts in order: a frame reader checks each once.
+	// One turn's reads go in log order (Relocate), so a frame reader
+	// checks each frame of a batch put once.
 	rd := b.log.NewFrameReader()
-	next, done, err := b.eng.Relocate(b.now(), c.seg, c.cursor, compactSlotsPerTurn, compactBytesPerTurn, func(ref engine.BlobRef) ([]byte, error) {
+	start := time.Now()
+	c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, 0)
+	next, done, err := b.eng.Relocate(b.now(), c.seg, c.cursor, c.slots, compactBytesPerTurn, func(ref engine.BlobRef) ([]byte, error) {
 		return rd.ReadAt(ref.Segment, ref.Offset, ref.Len)
 	})
+	c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, time.Since(start))
 	if err != nil {
 		b.lg.Warn("compaction: relocating payloads failed; will retry later", "segment", c.seg, "err", err)
 		c.seg = 0
@@ -119,4 +168,48 @@ func (c *compactor) pick(b *Broker) uint32 {
 	return 0
 }
 
-func (c *compactor) busy() bool { return c.seg != 0 }
+func (c *compactor) busy() bool { return c.seg != 0 || c.shrinkFrom != 0 }
+
+// shrink moves a turn's worth of jobs towards a smaller job table and
+// reports whether a shrink is under way.
+func (c *compactor) shrink(b *Broker) bool {
+	from := b.eng.SlabBytes()
+	start := time.Now()
+	c.moves = paced(c.moves, shrinkMovesMin, shrinkMovesPerTurn, 0)
+	moved := b.eng.Shrink(c.moves)
+	step := time.Since(start)
+	if moved > 0 {
+		c.moves = paced(c.moves, shrinkMovesMin, shrinkMovesPerTurn, step)
+	}
+	if c.shrinkFrom == 0 && (moved > 0 || b.eng.Shrinking()) {
+		c.shrinkFrom, c.shrinkStart, c.shrinkLongest = from, b.now(), 0
+		b.lg.Info("memory: shrinking the job table", "bytes", from, "jobs", b.eng.Jobs())
+	}
+	c.shrinkLongest = max(c.shrinkLongest, step)
+	if b.eng.Shrinking() {
+		return true
+	}
+	if c.shrinkFrom != 0 {
+		to := b.eng.SlabBytes()
+		took := b.now().Sub(c.shrinkStart).Round(time.Millisecond).String()
+		if to < c.shrinkFrom {
+			b.lg.Info("memory: job table shrunk", "from_bytes", c.shrinkFrom, "to_bytes", to, "jobs", b.eng.Jobs(), "took", took,
+				"longest_turn", c.shrinkLongest.Round(10*time.Microsecond).String())
+			if c.shrinkFrom-to >= shrinkReturnBytes {
+				// An idle server would not collect the freed chunks for
+				// minutes (nothing allocates), nor give the pages back.
+				// Off the loop: the call waits for a whole collection.
+				go debug.FreeOSMemory()
+			}
+		} else {
+			b.lg.Info("memory: job table shrink stopped: the jobs grew back", "bytes", to, "jobs", b.eng.Jobs(), "took", took)
+		}
+		c.shrinkFrom = 0
+	}
+	return false
+}
+
+// JobTableBytes is the memory of the job table's records (engine.SlabBytes).
+func (b *Broker) JobTableBytes(ctx context.Context) (int64, error) {
+	return call(b, ctx, func(time.Time) (int64, error) { return b.eng.SlabBytes(), nil })
+}

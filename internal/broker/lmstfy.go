@@ -104,7 +104,9 @@ func (b *Broker) TokenHashes(ctx context.Context, ns string) (map[string]string,
 		out := map[string]string{}
 		// The engine hands out descriptions only through the snapshot walk,
 		// whose first chunk is all the metadata and no job.
-		if ent := b.eng.Snapshot().Next(1); ent != nil {
+		it := b.eng.Snapshot()
+		defer it.Close()
+		if ent := it.Next(1); ent != nil {
 			for i := range ent.Records {
 				if r := &ent.Records[i]; r.Kind == engine.KindToken && r.NS == ns {
 					out[r.TokenHash] = r.TokenDesc

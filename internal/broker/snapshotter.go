@@ -146,6 +146,7 @@ func (s *snapshotter) abort(b *Broker, err error) {
 	s.farSyncs = nil
 	b.opts.Observer.SnapshotRunning(false)
 	s.w.Abort()
+	s.iter.Close()
 	s.iter, s.w = nil, nil
 	s.lastErr = b.now()
 	s.failBackups(err)
@@ -220,6 +221,7 @@ func (s *snapshotter) final(b *Broker, _ time.Time) error {
 		}
 		if err := s.w.Add(item); err != nil {
 			b.opts.Observer.SnapshotRunning(false)
+			s.iter.Close()
 			s.w.Abort()
 			b.far.unsynced()
 			return fmt.Errorf("snapshot: %w", err)

@@ -348,7 +348,7 @@ func (n *Node) maybeSnapshot() {
 	}
 	from := n.snap.run.from
 	if err := n.stepSnapshot(); err != nil {
-		n.snap.run = nil
+		n.dropSnapRun()
 		n.fail(fmt.Errorf("snapshot begun at entry %d: %w", from, err))
 	}
 }
@@ -822,8 +822,16 @@ func (n *Node) abortSnapshot(why string) {
 		return
 	}
 	n.lg.Info("cluster: snapshot abandoned", "id", n.cfg.ID, "began", n.snap.run.from, "why", why)
-	n.snap.run = nil
+	n.dropSnapRun()
 	n.snap.aborted++
+}
+
+// dropSnapRun forgets the running snapshot, ending its walk of the engine.
+func (n *Node) dropSnapRun() {
+	if r := n.snap.run; r != nil && r.it != nil {
+		r.it.Close()
+	}
+	n.snap.run = nil
 }
 
 // snapLeadershipLost: a leader's walk may have seen entries that will
@@ -845,7 +853,7 @@ func (n *Node) takeSnapshot() error {
 	for n.snap.run != nil {
 		r := n.snap.run
 		if err := n.stepSnapshot(); err != nil {
-			n.snap.run = nil
+			n.dropSnapRun()
 			return err
 		}
 		if n.snap.run != nil && r.walked && n.applied < r.end {

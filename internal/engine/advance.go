@@ -89,19 +89,20 @@ func (e *Engine) advanceTo(t int64) {
 			e.deleteJob(e.queues[e.jq(e.jobs.get(slot))], slot)
 		case evTTL:
 			ent := heap.Pop(&e.ttl).(ttlEnt)
-			j := e.jobs.get(ent.slot)
-			if j.state == StateNone || j.seqNo() != ent.seq {
+			slot := e.slotOf(ent.slot, ent.seq)
+			if slot == noSlot {
 				continue
 			}
-			x, ok := e.ext(ent.slot)
+			j := e.jobs.get(slot)
+			x, ok := e.ext(slot)
 			if !ok || x.expire != ent.expire {
 				continue
 			}
 			switch j.state {
 			case StateDelayed, StateReady, StateBlocked:
 				q := e.queues[e.jq(j)]
-				e.noteNow(q, ent.slot, EventExpired, "", StateGone)
-				e.deleteJob(q, ent.slot)
+				e.noteNow(q, slot, EventExpired, "", StateGone)
+				e.deleteJob(q, slot)
 				e.stats.Expired++
 				q.stats.Expired++
 			}
@@ -190,7 +191,7 @@ func (e *Engine) toDead(q *queue, slot uint32, reason string, buried bool) {
 // when it comes due, so jobs that left earlier cost nothing to remove.
 type ttlEnt struct {
 	expire int64
-	slot   uint32
+	slot   uint32 // where the job was; seq finds it if it moved (slotOf)
 	seq    uint64
 }
 

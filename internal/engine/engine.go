@@ -148,6 +148,12 @@ type Engine struct {
 	// index (listindex.go)
 	idPivot string
 	far     farState // far.go
+	// walks counts the snapshot walks under way (snapshot.go), which the
+	// job table must not shrink under
+	walks int
+	// refits is the next kind of table a finished shrink rebuilds, 0:
+	// none (shrink.go)
+	refits int
 }
 
 // New returns an empty engine holding only the default namespace.

@@ -31,7 +31,7 @@ type farState struct {
 }
 
 type farCand struct {
-	slot uint32
+	slot uint32 // where the job was; seq finds it if it moved (slotOf)
 	seq  uint64
 }
 
@@ -106,12 +106,13 @@ func (e *Engine) FarOffer(now time.Time, max int) []FarJob {
 	i := e.far.head
 	for ; i < len(e.far.cand) && len(out) < max; i++ {
 		c := e.far.cand[i]
-		if !e.farEligible(c) {
+		slot := e.farEligible(c)
+		if slot == noSlot {
 			continue
 		}
-		j := e.jobs.get(c.slot)
+		j := e.jobs.get(slot)
 		q := e.queues[e.jq(j)]
-		img := e.image(q, c.slot)
+		img := e.image(q, slot)
 		fj := FarJob{NS: q.ns.name, Queue: q.name, ID: img.ID, Seq: img.Seq, At: img.At, Payload: j.payload, img: img, cand: c}
 		if len(img.Tags) > 0 {
 			fj.Tags = make(map[string]string, len(img.Tags)/2)
@@ -140,16 +141,24 @@ func (e *Engine) FarOffer(now time.Time, max int) []FarJob {
 	return out
 }
 
-func (e *Engine) farEligible(c farCand) bool {
-	if c.slot >= e.jobs.next || e.far.horizon <= 0 {
-		return false
+// farEligible returns the candidate's slot if its job may still go out,
+// else noSlot.
+func (e *Engine) farEligible(c farCand) uint32 {
+	if e.far.horizon <= 0 {
+		return noSlot
 	}
-	j := e.jobs.get(c.slot)
-	if j.state != StateDelayed || j.seqNo() != c.seq || j.key != 0 || j.atMS()-e.now <= e.far.horizon {
-		return false
+	slot := e.slotOf(c.slot, c.seq)
+	if slot == noSlot {
+		return noSlot
 	}
-	x, _ := e.ext(c.slot)
-	return x.expire == 0
+	j := e.jobs.get(slot)
+	if j.state != StateDelayed || j.key != 0 || j.atMS()-e.now <= e.far.horizon {
+		return noSlot
+	}
+	if x, _ := e.ext(slot); x.expire != 0 {
+		return noSlot
+	}
+	return slot
 }
 
 // FarTake removes from memory the offered jobs the caller has stored (in
@@ -158,12 +167,12 @@ func (e *Engine) farEligible(c farCand) bool {
 func (e *Engine) FarTake(jobs []FarJob) int {
 	n := 0
 	for i := range jobs {
-		c := jobs[i].cand
-		if !e.farEligible(c) {
+		slot := e.farEligible(jobs[i].cand)
+		if slot == noSlot {
 			continue
 		}
-		q := e.queues[e.jq(e.jobs.get(c.slot))]
-		e.deleteJob(q, c.slot)
+		q := e.queues[e.jq(e.jobs.get(slot))]
+		e.deleteJob(q, slot)
 		if e.far.count == nil {
 			e.far.count = map[uint32]uint64{}
 		}

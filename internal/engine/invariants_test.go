@@ -208,5 +208,127 @@ func (e *Engine) checkInvariants() error {
 	if withExt != e.exts.len() || live != e.exts.live {
 		return fmt.Errorf("ext arena holds %d entries (%d live bytes), jobs have %d (%d bytes)", e.exts.len(), e.exts.live, withExt, live)
 	}
+	if err := e.checkSlots(); err != nil {
+		return err
+	}
 	return e.checkListIndexes()
+}
+
+// checkSlots checks what refers to slots: the slab's free list, every
+// heap and chain by position, the tag index and the TTL deadlines.
+func (e *Engine) checkSlots() error {
+	s := &e.jobs
+	top := s.next
+	if s.limit != 0 {
+		top = min(top, s.limit)
+	}
+	free := map[uint32]bool{}
+	for _, slot := range s.free {
+		if slot >= top || free[slot] || s.get(slot).state != StateNone {
+			return fmt.Errorf("free list holds slot %d (top %d, twice %v, state %s)", slot, top, free[slot], s.get(slot).state)
+		}
+		free[slot] = true
+	}
+	live := 0
+	for slot := uint32(0); slot < s.next; slot++ {
+		j := s.get(slot)
+		if j.state != StateNone {
+			live++
+		} else if slot < top && !free[slot] {
+			return fmt.Errorf("slot %d empty but not free", slot)
+		} else if *j != (job{}) {
+			return fmt.Errorf("empty slot %d not zeroed", slot)
+		}
+	}
+	if live != s.live {
+		return fmt.Errorf("slab counts %d live, holds %d", s.live, live)
+	}
+	tags := map[string]map[uint32]struct{}{}
+	ttl := map[uint64]int64{}
+	heaps := map[State]int{}
+	var err error
+	e.forEachJob(func(slot uint32, j *job) {
+		if err != nil {
+			return
+		}
+		q := e.queues[e.jq(j)]
+		at := func(ok bool, where string) {
+			if !ok && err == nil {
+				err = fmt.Errorf("slot %d (%s) not at %d of its %s", slot, j.state, j.hidx, where)
+			}
+		}
+		i := int(j.hidx)
+		switch j.state {
+		case StateDelayed, StateReady, StateDead:
+			heaps[j.state]++
+		case StateBlocked:
+			if q.cfg.KeyMode == KeyExclusive {
+				c := q.chains[j.key]
+				at(c != nil && i < len(c.sub.s) && c.sub.s[i] == slot, "chain's heap")
+			}
+		case StateReserved:
+			heaps[j.state]++
+			at(i < len(e.reserved.s) && e.reserved.s[i].slot == slot, "reservation heap")
+		case StateCompleted:
+			heaps[j.state]++
+			at(i < len(e.completed.s) && e.completed.s[i].slot == slot, "retention heap")
+		}
+		if j.state == StateDead {
+			at(i < len(q.dead.s) && q.dead.s[i] == slot, "dead heap")
+		}
+		if j.key != 0 && inChain(e.phaseOf(slot)) {
+			c := q.chains[j.key]
+			found := false
+			if c != nil {
+				for _, s := range c.live() {
+					found = found || s == slot
+				}
+			}
+			at(found, "key chain")
+			if j.state == StateReady {
+				at(c != nil && c.rep == slot, "chain's ready member")
+			}
+		}
+		if x, ok := e.ext(slot); ok {
+			for k := 0; k+1 < len(x.tags); k += 2 {
+				key := tagKey(x.tags[k], x.tags[k+1])
+				if tags[key] == nil {
+					tags[key] = map[uint32]struct{}{}
+				}
+				tags[key][slot] = struct{}{}
+			}
+			if x.expire != 0 {
+				ttl[j.seqNo()] = x.expire
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if fmt.Sprint(tags) != fmt.Sprint(e.tagIndex) {
+		return fmt.Errorf("tag index %v, jobs say %v", e.tagIndex, tags)
+	}
+	for _, ent := range e.ttl {
+		if want, ok := ttl[ent.seq]; ok && want == ent.expire {
+			delete(ttl, ent.seq)
+		}
+	}
+	for seq, exp := range ttl {
+		if j := e.jobs.get(e.seqLookup(seq)); j.state == StateDelayed || j.state == StateReady || j.state == StateBlocked {
+			return fmt.Errorf("job %d expires at %d without a deadline", seq, exp)
+		}
+	}
+	dead, ready := 0, 0
+	for _, q := range e.queues {
+		if q != nil {
+			dead += len(q.dead.s)
+			ready += q.ready.n
+		}
+	}
+	if heaps[StateDelayed] != len(e.delayed.s) || heaps[StateReady] != ready || heaps[StateDead] != dead ||
+		heaps[StateReserved] != len(e.reserved.s) || heaps[StateCompleted] != len(e.completed.s) {
+		return fmt.Errorf("heaps hold delayed %d ready %d dead %d reserved %d completed %d, jobs %v",
+			len(e.delayed.s), ready, dead, len(e.reserved.s), len(e.completed.s), heaps)
+	}
+	return nil
 }

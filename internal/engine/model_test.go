@@ -158,6 +158,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		return all[rng.IntN(len(all))]
 	}
 	var log []string
+	shrinks := 0
 	// A fuzzy snapshot is taken a few records at a time while the run goes
 	// on; snapshot + replay from where it began must equal the live state.
 	var snap *SnapshotIter
@@ -341,11 +342,23 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		if snap == nil && chunks == nil {
 			m.far.out(f) // never during a snapshot walk (internal/broker/far.go)
 		}
+		// the job table shrinks a few moves at a time between commands, to
+		// a random top: below the jobs' count it runs out of room and stops
+		if !f.e.Shrinking() && f.e.walks == 0 && rng.IntN(6) == 0 {
+			f.e.beginShrink(uint32(1 + rng.IntN(int(f.e.jobs.next)+1)))
+		}
+		if f.e.Shrinking() {
+			f.e.Shrink(1 + rng.IntN(3))
+			shrinks++
+		}
 		m.advance(ms(f.now))
 		if err := f.e.checkInvariants(); err != nil {
 			t.Fatalf("step %d (%s): %v", step, log[len(log)-1], err)
 		}
 		m.check(t, f, step)
+	}
+	if shrinks == 0 {
+		t.Logf("seed %d: the job table never shrank", seed)
 	}
 	if m.far != nil {
 		if len(m.far.seen) == 0 {

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // Relocation is how storage frees a log segment that a few long-lived jobs
 // pin (one job delayed for a year keeping gigabytes of
@@ -14,38 +18,61 @@ import "time"
 // payloads and results of those living in segment seg, up to about
 // maxBytes. read fetches a blob's bytes (the caller's I/O). It returns the
 // cursor to continue from; done means the whole table was scanned.
+//
+// The blobs are read in log order, not slot order: payloads of a batch put
+// share a frame that a reader checks whole (wal.FrameReader keeps the last
+// one), and slot order is put order only until jobs are moved (shrink.go)
+// or loaded from a snapshot.
 func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int, maxBytes int, read func(BlobRef) ([]byte, error)) (next uint32, done bool, err error) {
 	e.begin(now)
-	moved := 0
+	type found struct {
+		off                 uint32 // of the first blob in seg
+		slot                uint32
+		inPayload, inResult bool
+	}
+	var todo []found
+	bytes := 0
 	end := e.jobs.next
 	slot := cursor
-	for ; slot < end && maxSlots > 0 && moved < maxBytes; slot, maxSlots = slot+1, maxSlots-1 {
+	for ; slot < end && maxSlots > 0 && bytes < maxBytes; slot, maxSlots = slot+1, maxSlots-1 {
 		j := e.jobs.get(slot)
 		if j.state == StateNone {
 			continue
 		}
 		x, _ := e.ext(slot)
-		inPayload := j.payload.Len > 0 && j.payload.Segment == seg
-		inResult := x.result.Len > 0 && x.result.Segment == seg
-		if !inPayload && !inResult {
+		f := found{slot: slot, inPayload: j.payload.Len > 0 && j.payload.Segment == seg, inResult: x.result.Len > 0 && x.result.Segment == seg}
+		switch {
+		case f.inPayload:
+			f.off = j.payload.Offset
+			bytes += int(j.payload.Len)
+		case f.inResult:
+			f.off = x.result.Offset
+		default:
 			continue
 		}
-		img := e.image(e.queues[e.jq(j)], slot)
-		if inPayload {
+		if f.inResult {
+			bytes += int(x.result.Len)
+		}
+		todo = append(todo, f)
+	}
+	slices.SortFunc(todo, func(a, b found) int { return cmp.Compare(a.off, b.off) })
+	for _, f := range todo {
+		j := e.jobs.get(f.slot)
+		img := e.image(e.queues[e.jq(j)], f.slot)
+		if f.inPayload {
 			data, err := read(j.payload)
 			if err != nil {
 				return cursor, false, err
 			}
 			img.Payload = inlineBlob(data)
-			moved += len(data)
 		}
-		if inResult {
+		if f.inResult {
+			x, _ := e.ext(f.slot)
 			data, err := read(x.result)
 			if err != nil {
 				return cursor, false, err
 			}
 			img.Result = inlineBlob(data)
-			moved += len(data)
 		}
 		r := e.ent.add()
 		r.Kind, r.Job = KindJob, img

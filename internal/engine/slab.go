@@ -151,6 +151,11 @@ type slab struct {
 	free   []uint32
 	next   uint32 // slots below next have been handed out at least once
 	live   int
+	// limit, while the slab shrinks (shrink.go), is the slot count it
+	// shrinks to: the free list holds only slots below it, and a slot at or
+	// above it that is released is not reused (its job has moved or gone).
+	// 0: not shrinking.
+	limit uint32
 }
 
 func (s *slab) get(slot uint32) *job {
@@ -174,6 +179,8 @@ func (s *slab) alloc() uint32 {
 
 func (s *slab) release(slot uint32) {
 	*s.get(slot) = job{}
-	s.free = append(s.free, slot)
+	if s.limit == 0 || slot < s.limit {
+		s.free = append(s.free, slot)
+	}
 	s.live--
 }

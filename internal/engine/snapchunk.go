@@ -124,6 +124,7 @@ func (it *SnapshotIter) NextItem(dst []byte, n int) (item []byte, ok bool) {
 		}
 	}
 	if len(slots) == 0 {
+		it.Close()
 		return dst, false
 	}
 	b := append(dst, chunkMagic, chunkVersion)

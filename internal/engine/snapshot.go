@@ -16,10 +16,24 @@ type SnapshotIter struct {
 	slot     uint32
 	limit    uint32
 	startSeq uint64 // jobs put after the walk began are left to the log (snapchunk.go)
+	closed   bool
 }
 
-// Snapshot starts a walk of the current state.
-func (e *Engine) Snapshot() *SnapshotIter { return &SnapshotIter{e: e, startSeq: e.seq} }
+// Snapshot starts a walk of the current state. Until the walk ends (Next
+// or NextItem reports the end) or is closed, the job table does not shrink
+// (shrink.go): moving a job below the walk's cursor would hide it.
+func (e *Engine) Snapshot() *SnapshotIter {
+	e.walks++
+	return &SnapshotIter{e: e, startSeq: e.seq}
+}
+
+// Close ends a walk before its end; closing an ended walk does nothing.
+func (it *SnapshotIter) Close() {
+	if !it.closed {
+		it.closed = true
+		it.e.walks--
+	}
+}
 
 // Next returns the next chunk of at most n records as an entry, or nil when
 // the walk is over. The entry is valid until the next call.
@@ -72,6 +86,7 @@ func (it *SnapshotIter) Next(n int) *Entry {
 		r.Kind, r.Job = KindJob, e.image(e.queues[e.jq(j)], slot)
 	}
 	if len(ent.Records) == 0 {
+		it.Close()
 		return nil
 	}
 	return ent

@@ -253,6 +253,10 @@ func New(cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	s.b, s.metrics = b, m
+	if err := m.Register(tableCollector{b}); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	if cfg.FarHorizon > 0 {
 		if err := m.Register(farCollector{b}); err != nil {
 			b.Close()

@@ -1,0 +1,72 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/chronoq/chronoq/internal/engine"
+)
+
+// After most jobs of a peak are gone, the loop shrinks the job table
+// between batches by itself, and nothing is lost: the jobs left answer
+// before and after a restart.
+func TestJobTableShrinksAfterAPeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills five chunks of the job table")
+	}
+	dir := t.TempDir()
+	b := open(t, dir, 0)
+	ctx := context.Background()
+	const n = 320_000 // five chunks of the job table
+	batch := make([]engine.PutRequest, 0, 1000)
+	for i := 0; i < n; i += cap(batch) {
+		batch = batch[:0]
+		for k := i; k < i+cap(batch); k++ {
+			req := engine.PutRequest{Payload: []byte("x"), Tags: map[string]string{"g": "drop"}}
+			if k%10 == 0 {
+				req.Tags = nil
+				req.ID = fmt.Sprintf("keep-%d", k)
+			}
+			batch = append(batch, req)
+		}
+		if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peak, err := b.JobTableBytes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CancelByFilter(ctx, "default", "q", engine.Filter{Tags: map[string]string{"g": "drop"}}); err != nil {
+		t.Fatal(err)
+	}
+	// every request is a loop turn, and a turn moves a bounded number of jobs
+	size := peak
+	for turn := 0; turn < 1000 && size >= peak; turn++ {
+		if size, err = b.JobTableBytes(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if size >= peak/2 {
+		t.Fatalf("job table %d bytes after the drain, %d at the peak", size, peak)
+	}
+	want := dump(t, b)
+	if len(want) != n/10+1 {
+		t.Fatalf("%d jobs listed, want %d", len(want)-1, n/10)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = open(t, dir, 0)
+	defer b.Close()
+	got := dump(t, b)
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("after the restart %s is %q, was %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d entries after the restart, %d before", len(got), len(want))
+	}
+}
