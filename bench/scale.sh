@@ -13,7 +13,8 @@
 # Knobs (environment): DATA (/var/tmp/chronoq-scale; emptied first) SYNC
 # (always) FILL_CONNS (8) PROBE (10s) LATENESS (30s) CHRONOQ_BIN (a prebuilt server;
 # default: built from this tree) KEEP (1: leave the data directory)
-# SERVE_FLAGS (more `chronoq serve` flags, e.g. "--far-horizon 1h").
+# SERVE_FLAGS (more `chronoq serve` flags, e.g. "--far-horizon 1h")
+# BENCH_FLAGS (more `chronoq bench` flags, e.g. "--payload 10").
 # Never run two at once: the ports and the machine's memory are shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +68,7 @@ start
 trap 'kill -TERM $PID 2>/dev/null || true' EXIT
 echo "scale: server pid $PID, data $DATA, $N jobs" >&2
 "$BIN" bench --scenario scale --addr "$HTTP" --admin-addr "$ADMIN" --jobs "$N" \
-	--fill-conns "$FILL_CONNS" --probe "$PROBE" --lateness "$LATENESS" --json >"$DATA.bench.json"
+	--fill-conns "$FILL_CONNS" --probe "$PROBE" --lateness "$LATENESS" ${BENCH_FLAGS:-} --json >"$DATA.bench.json"
 cat "$DATA.bench.json"
 stop
 DISK=$(du -sb "$DATA" | cut -f1)

@@ -60,8 +60,9 @@ type ScaleResult struct {
 	DrainedRSSBytes   int64   `json:"drained_rss_bytes,omitempty"`
 	DrainedHeapInuse  int64   `json:"drained_heap_inuse_bytes,omitempty"`
 	DrainedHeapPerJob float64 `json:"drained_heap_inuse_bytes_per_job,omitempty"`
-	// the job table's size once it stopped shrinking after the drain, and
-	// how long after the drain that was (the drained figures are read then)
+	// the job table's size once it was no longer shrinking after the
+	// drain, and how long after the drain that was (the drained figures are
+	// read then)
 	JobTableBytes int64     `json:"job_table_bytes,omitempty"`
 	ShrinkS       float64   `json:"shrink_s,omitempty"`
 	SnapWaitS     float64   `json:"snapshot_wait_s"`
@@ -329,27 +330,26 @@ func waitFarDrained(ctx context.Context, do func(context.Context, string, string
 		}
 	}
 	// The job table shrinks once the backlog is out (docs/architecture.md,
-	// "Memory per job"): memory is read once its size has held for a
+	// "Memory per job"): memory is read once it is no longer due to, for a
 	// second.
 	settle := time.Now()
-	last, held := -1.0, 0
-	for held < 5 {
+	for quiet := 0; quiet < 5; {
 		m, err := do(ctx, http.MethodGet, admin+"/metrics", nil)
 		if err != nil {
 			return fmt.Errorf("reading metrics: %w", err)
 		}
-		if !bytes.Contains(m, []byte("\nchronoq_job_table_bytes ")) {
+		if !bytes.Contains(m, []byte("\nchronoq_job_table_shrinking ")) {
 			break
 		}
-		v := promValues(m, "chronoq_job_table_bytes")[0]
-		if v == last {
-			held++
+		v := promValues(m, "chronoq_job_table_shrinking", "chronoq_job_table_bytes")
+		res.JobTableBytes = int64(v[1])
+		if v[0] == 0 {
+			quiet++
 		} else {
-			last, held = v, 0
+			quiet = 0
 		}
-		res.JobTableBytes = int64(v)
 		if time.Since(settle) > limit {
-			return fmt.Errorf("the job table was still changing size after %s", limit)
+			return fmt.Errorf("the job table was still shrinking after %s", limit)
 		}
 		select {
 		case <-ctx.Done():

@@ -209,7 +209,16 @@ func (c *compactor) shrink(b *Broker) bool {
 	return false
 }
 
-// JobTableBytes is the memory of the job table's records (engine.SlabBytes).
-func (b *Broker) JobTableBytes(ctx context.Context) (int64, error) {
-	return call(b, ctx, func(time.Time) (int64, error) { return b.eng.SlabBytes(), nil })
+// JobTable describes the job table's memory: its records' bytes
+// (engine.SlabBytes), and whether it is shrinking or due to.
+type JobTable struct {
+	Bytes     int64
+	Shrinking bool
+}
+
+// JobTable reports the job table's memory.
+func (b *Broker) JobTable(ctx context.Context) (JobTable, error) {
+	return call(b, ctx, func(time.Time) (JobTable, error) {
+		return JobTable{Bytes: b.eng.SlabBytes(), Shrinking: b.eng.ShrinkDue()}, nil
+	})
 }

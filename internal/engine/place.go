@@ -214,10 +214,10 @@ func (e *Engine) chainAdd(q *queue, slot uint32) {
 		c.h--
 		c.slots[c.h] = slot
 	default:
-		i := 0
-		for i < n && e.jobs.get(live[i]).seqNo() < j.seqNo() {
-			i++
-		}
+		// a record read per probe: a binary search (a chain loaded from a
+		// snapshot taken after a shrink comes out of seq order)
+		seq := j.seqNo()
+		i := sortSearch(n, func(i int) bool { return e.jobs.get(live[i]).seqNo() >= seq })
 		c.slots = append(c.slots, 0)
 		copy(c.slots[c.h+i+1:], c.slots[c.h+i:])
 		c.slots[c.h+i] = slot

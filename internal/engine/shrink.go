@@ -60,16 +60,32 @@ func (e *Engine) Shrink(budget int) int {
 		return 0
 	}
 	if s.limit == 0 {
-		// the chunks the jobs need, with a quarter to grow into
-		need := (s.live + s.live/4 + chunkSize - 1) / chunkSize
-		have := len(s.chunks)
-		if have-need < shrinkMinChunks || have < 2*need {
+		limit := e.shrinkLimit()
+		if limit == 0 {
 			return 0
 		}
-		e.beginShrink(uint32(max(need, 1)) * chunkSize)
+		e.beginShrink(limit)
 	}
 	return e.shrinkSteps(budget)
 }
+
+// shrinkLimit is the slot count a shrink would go to now, or 0 if the table
+// is not worth shrinking: fewer than half of it, or fewer than
+// shrinkMinChunks chunks, free.
+func (e *Engine) shrinkLimit() uint32 {
+	s := &e.jobs
+	// the chunks the jobs need, with a quarter to grow into
+	need := (s.live + s.live/4 + chunkSize - 1) / chunkSize
+	have := len(s.chunks)
+	if have-need < shrinkMinChunks || have < 2*need {
+		return 0
+	}
+	return uint32(max(need, 1)) * chunkSize
+}
+
+// ShrinkDue reports whether the table is shrinking or would start to at
+// the next chance (a snapshot walk may hold it back).
+func (e *Engine) ShrinkDue() bool { return e.Shrinking() || e.shrinkLimit() != 0 }
 
 // beginShrink starts shrinking the table to limit slots.
 func (e *Engine) beginShrink(limit uint32) {
