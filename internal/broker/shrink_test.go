@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
 )
@@ -72,5 +73,23 @@ func TestJobTableShrinksAfterAPeak(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d entries after the restart, %d before", len(got), len(want))
+	}
+}
+
+// A turn's count halves after a turn over budget, doubles after one under
+// half of it, and stays within its bounds.
+func TestPacedTurns(t *testing.T) {
+	over, under, near := 3*compactBudget, compactBudget/4, compactBudget*3/4
+	for _, c := range []struct {
+		n    int
+		took time.Duration
+		want int
+	}{
+		{0, 0, 4096}, {4096, over, 2048}, {300, over, 256}, {256, over, 256},
+		{1000, under, 2000}, {3000, under, 4096}, {1000, near, 1000}, {1000, 0, 1000},
+	} {
+		if got := paced(c.n, 256, 4096, c.took); got != c.want {
+			t.Errorf("paced(%d, %s) = %d, want %d", c.n, c.took, got, c.want)
+		}
 	}
 }
