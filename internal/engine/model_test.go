@@ -407,10 +407,19 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		compareEngines(t, f.e, r, f.now)
 
 		c := New(Options{Seed: 7})
+		// half the seeds load as recovery does, in one bulk load
+		// (internal/broker/recovery.go)
+		bulk := seed%4 < 2
+		if bulk {
+			c.StartBulkLoad()
+		}
 		for i, b := range chunkItems {
 			if err := c.LoadItem(b); err != nil {
 				t.Fatalf("load snapshot item %d: %v", i, err)
 			}
+		}
+		if bulk {
+			c.FinishBulkLoad()
 		}
 		if err := c.checkInvariants(); err != nil {
 			t.Fatalf("after loading job chunks: %v", err)

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 )
 
@@ -226,7 +228,9 @@ type bulkLoad struct {
 	// keyIDs maps the snapshot writer's key ids to this engine's (loadKey)
 	keyIDs []uint32
 	chains []chainTail // by key id (loadChainAdd)
-	key    []byte      // scratch for tagKey lookups without a string
+	// unsorted lists the chains FinishBulkLoad must sort (loadChainAdd)
+	unsorted []unsortedChain
+	key      []byte // scratch for tagKey lookups without a string
 }
 
 // StartBulkLoad begins a bulk load (above).
@@ -287,6 +291,7 @@ func (e *Engine) FinishBulkLoad() {
 	if cap(s) > 2*len(s)+4096 {
 		e.delayed.s = append([]uint32(nil), s...)
 	}
+	e.sortLoadedChains()
 	for k, p := range e.bulk.tags {
 		slots := *p
 		set := e.tagIndex[k]
@@ -300,6 +305,40 @@ func (e *Engine) FinishBulkLoad() {
 	}
 	e.bulk = bulkLoad{}
 	e.hints.tags, e.hints.perTag = 0, 0
+}
+
+// unsortedChain is a chain a bulk load appended to out of seq order.
+type unsortedChain struct {
+	c      *chain
+	q, key uint32
+}
+
+// sortLoadedChains puts in seq order the chains a bulk load appended to
+// out of order (loadChainAdd) and makes their heads what the key mode
+// allows.
+func (e *Engine) sortLoadedChains() {
+	type entry struct {
+		seq  uint64
+		slot uint32
+	}
+	var buf []entry
+	for _, u := range e.bulk.unsorted {
+		q := e.queues[u.q]
+		if q == nil || q.chains[u.key] != u.c {
+			continue // the chain went away (refresh)
+		}
+		live := u.c.live()
+		buf = buf[:0]
+		for _, s := range live {
+			buf = append(buf, entry{e.jobs.get(s).seqNo(), s})
+		}
+		slices.SortFunc(buf, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+		for i := range buf {
+			live[i] = buf[i].slot
+		}
+		e.refresh(q, u.key)
+	}
+	e.bulk.unsorted = nil
 }
 
 // bulkTags notes the tags of a job a bulk load adds, for FinishBulkLoad.
@@ -804,10 +843,11 @@ func (e *Engine) loadKey(w uint32, b []byte) uint32 {
 // chainTail is what a bulk load remembers of the chain it last added a
 // job of a key to (loadChainAdd).
 type chainTail struct {
-	c    *chain
-	q    uint32 // the chain's queue
-	slot uint32 // its last job
-	seq  uint64 // that job's seq
+	c        *chain
+	q        uint32 // the chain's queue
+	slot     uint32 // its last job
+	seq      uint64 // the highest seq in the chain
+	unsorted bool   // a job was appended out of seq order (e.bulk.unsorted)
 }
 
 // loadChainAdd adds a job to its key's chain, like chainAdd, and returns
@@ -818,14 +858,28 @@ type chainTail struct {
 // M-job load (docs/benchmarks.md). A bulk load keeps, per key, the chain
 // and the seq of its last job instead, and uses them while that job is
 // still the chain's last.
+//
+// A job with a lower seq than the chain's highest (a snapshot taken after
+// the job table shrank lists jobs out of order: shrink.go) is appended
+// too, and the chain sorted once by FinishBulkLoad: finding its place
+// reads a record per probe, cache misses that took most of a restart of
+// 5 M keyed jobs. Until then the chain's head may be wrong; FinishBulkLoad
+// refreshes the chain after sorting it, and nothing else reads chains
+// before the load ends.
 func (e *Engine) loadChainAdd(q *queue, slot uint32, j *job) *chain {
 	k, seq := j.key, j.seqNo()
 	t := e.bulk.chains
 	if int(k) < len(t) {
-		if ct := &t[k]; ct.c != nil && ct.q == q.idx && ct.seq < seq {
+		if ct := &t[k]; ct.c != nil && ct.q == q.idx {
 			if live := ct.c.live(); len(live) > 0 && live[len(live)-1] == ct.slot {
 				ct.c.slots = append(ct.c.slots, slot)
-				ct.slot, ct.seq = slot, seq
+				ct.slot = slot
+				if ct.seq < seq {
+					ct.seq = seq
+				} else if !ct.unsorted {
+					ct.unsorted = true
+					e.bulk.unsorted = append(e.bulk.unsorted, unsortedChain{ct.c, q.idx, k})
+				}
 				return ct.c
 			}
 		}
