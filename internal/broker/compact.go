@@ -173,6 +173,9 @@ func (c *compactor) busy() bool { return c.seg != 0 || c.shrinkFrom != 0 }
 // shrink moves a turn's worth of jobs towards a smaller job table and
 // reports whether a shrink is under way.
 func (c *compactor) shrink(b *Broker) bool {
+	if c.shrinkFrom == 0 && !b.eng.ShrinkDue() {
+		return false // every turn asks: keep the clock and the table out of it
+	}
 	from := b.eng.SlabBytes()
 	start := time.Now()
 	c.moves = paced(c.moves, shrinkMovesMin, shrinkMovesPerTurn, 0)

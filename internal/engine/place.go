@@ -1,5 +1,7 @@
 package engine
 
+import "sort"
+
 // Where a job lives follows from its state:
 //
 //	delayed    Engine.delayed (global, by activation time)
@@ -217,7 +219,7 @@ func (e *Engine) chainAdd(q *queue, slot uint32) {
 		// a record read per probe: a binary search (a chain loaded from a
 		// snapshot taken after a shrink comes out of seq order)
 		seq := j.seqNo()
-		i := sortSearch(n, func(i int) bool { return e.jobs.get(live[i]).seqNo() >= seq })
+		i := sort.Search(n, func(i int) bool { return e.jobs.get(live[i]).seqNo() >= seq })
 		c.slots = append(c.slots, 0)
 		copy(c.slots[c.h+i+1:], c.slots[c.h+i:])
 		c.slots[c.h+i] = slot

@@ -29,6 +29,7 @@ func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int
 		off                 uint32 // of the first blob in seg
 		slot                uint32
 		inPayload, inResult bool
+		result              BlobRef
 	}
 	var todo []found
 	bytes := 0
@@ -40,7 +41,7 @@ func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int
 			continue
 		}
 		x, _ := e.ext(slot)
-		f := found{slot: slot, inPayload: j.payload.Len > 0 && j.payload.Segment == seg, inResult: x.result.Len > 0 && x.result.Segment == seg}
+		f := found{slot: slot, inPayload: j.payload.Len > 0 && j.payload.Segment == seg, inResult: x.result.Len > 0 && x.result.Segment == seg, result: x.result}
 		switch {
 		case f.inPayload:
 			f.off = j.payload.Offset
@@ -67,8 +68,7 @@ func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int
 			img.Payload = inlineBlob(data)
 		}
 		if f.inResult {
-			x, _ := e.ext(f.slot)
-			data, err := read(x.result)
+			data, err := read(f.result)
 			if err != nil {
 				return cursor, false, err
 			}

@@ -1,5 +1,7 @@
 package engine
 
+import "sort"
+
 // Shrinking the job table. The slab grows to the most jobs the engine ever
 // held at once and reuses freed slots, so after a peak — a fill of
 // far-future jobs that then went to the far store, a backlog drained — it
@@ -254,7 +256,7 @@ func (e *Engine) moveJob(from, to uint32) {
 		c := q.chains[j.key]
 		live := c.live()
 		seq := j.seqNo()
-		i := sortSearch(len(live), func(i int) bool { return e.jobs.get(live[i]).seqNo() >= seq })
+		i := sort.Search(len(live), func(i int) bool { return e.jobs.get(live[i]).seqNo() >= seq })
 		live[i] = to
 		if c.rep == from {
 			c.rep = to
@@ -264,20 +266,6 @@ func (e *Engine) moveJob(from, to uint32) {
 		q.lists.byID[ii].ReplaceOrInsert(e.idItemOf(to))
 	}
 	*e.jobs.get(from) = job{}
-}
-
-// sortSearch is sort.Search without the import's closure indirection.
-func sortSearch(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if !f(m) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
 }
 
 // retarget makes the index entry of the job in slot from point at slot
