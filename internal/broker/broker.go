@@ -625,6 +625,7 @@ func (b *Broker) Ready() error {
 
 func (b *Broker) walDir() string  { return filepath.Join(b.opts.Dir, "wal") }
 func (b *Broker) snapDir() string { return filepath.Join(b.opts.Dir, "snap") }
+func (b *Broker) farDir() string  { return filepath.Join(b.opts.Dir, "far") }
 
 // Drain ends every long-poll with an empty answer and makes new ones answer
 // at once; used at shutdown so in-flight requests finish promptly.

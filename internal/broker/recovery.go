@@ -36,6 +36,8 @@ func (b *Broker) recover() error {
 		return fmt.Errorf("broker: list snapshots: %w", err)
 	}
 	var from wal.Position
+	sides := prefetchSides(b.farDir())
+	defer sides.wait()
 	b.eng = engine.New(engine.Options{})
 	loaded := ""
 	var farManifest []byte
@@ -70,7 +72,7 @@ func (b *Broker) recover() error {
 		log.Close()
 		return fmt.Errorf("broker: recover: %w", err)
 	}
-	if err := b.far.recover(farManifest, loaded); err != nil {
+	if err := b.far.recover(farManifest, loaded, sides); err != nil {
 		log.Close()
 		return fmt.Errorf("broker: recover: %w", err)
 	}

@@ -28,10 +28,15 @@ type LoadHints struct {
 	Tagged   uint64 // (tag, job) pairs in the tag index
 	Reserved uint64 // reserved jobs (the reservation map)
 	Attempts uint64 // jobs taken before and not reserved now (the attempt map)
+	// jobs in the sequence index's overflow table (seqtable.go): after a
+	// peak, or once a table shrank, most numbers sit there, and growing
+	// it by doubling reads every job it holds again per doubling
+	SeqOver uint64
+	IDs     uint64 // jobs in the id table (client ids: idtable.go)
 }
 
 func (h *LoadHints) fields() []*uint64 {
-	return []*uint64{&h.Keys, &h.Exts, &h.ExtBytes, &h.Tags, &h.Tagged, &h.Reserved, &h.Attempts}
+	return []*uint64{&h.Keys, &h.Exts, &h.ExtBytes, &h.Tags, &h.Tagged, &h.Reserved, &h.Attempts, &h.SeqOver, &h.IDs}
 }
 
 func (h *LoadHints) encode(dst []byte) []byte {
@@ -71,6 +76,8 @@ func (e *Engine) loadHints() *LoadHints {
 		Tags:     uint64(len(e.tagIndex)),
 		Reserved: uint64(len(e.resv)),
 		Attempts: uint64(len(e.attempts)),
+		SeqOver:  uint64(e.seqs.over.n),
+		IDs:      uint64(e.ids.n),
 	}
 	for _, set := range e.tagIndex {
 		h.Tagged += uint64(len(set))
@@ -105,6 +112,12 @@ func (e *Engine) applyLoadHints(h *LoadHints) {
 	}
 	if a := c(h.Attempts); a > 0 && len(e.attempts) == 0 {
 		e.attempts = make(map[uint32]uint32, a)
+	}
+	if o := c(h.SeqOver); o > 0 && e.seqs.len() == 0 {
+		e.seqs.over.init(slotTableSize(o))
+	}
+	if i := c(h.IDs); i > 0 && e.ids.n == 0 {
+		e.ids.init(slotTableSize(i))
 	}
 	if t := c(h.Tags); t > 0 && len(e.tagIndex) == 0 {
 		e.tagIndex = make(map[string]map[uint32]struct{}, t)

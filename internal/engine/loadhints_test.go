@@ -60,9 +60,11 @@ func stateHash(t *testing.T, e *Engine) [32]byte {
 	return h
 }
 
-// hintsFixture: keyed, tagged, reserved and taken-before jobs, more of
-// them than a slab chunk holds, so a snapshot's chunks (1000 jobs, not a
-// divisor of the slab chunk) straddle slab chunks.
+// hintsFixture: keyed, tagged, client-id, reserved and taken-before jobs,
+// and jobs whose sequence numbers thinned out enough to sit in the
+// sequence index's overflow table, more of them than a slab chunk holds,
+// so a snapshot's chunks (1000 jobs, not a divisor of the slab chunk)
+// straddle slab chunks.
 func hintsFixture(t *testing.T) *fixture {
 	f := chunkFixture(t)
 	hour := time.Hour
@@ -78,7 +80,18 @@ func hintsFixture(t *testing.T) *fixture {
 		if i%2 == 0 {
 			req.Delay = &hour
 		}
+		if i%7 == 0 {
+			req.ID = fmt.Sprint("client-", i)
+		}
 		ids = append(ids, f.put("h", req).ID)
+	}
+	// nine in ten of a page's numbers gone: the rest go to the overflow table
+	for i := seqPageLen; i < 4*seqPageLen; i++ {
+		if i%10 != 0 {
+			if err := f.e.Cancel(f.now, "default", "h", ids[i], ""); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// jobs cancelled early give their slots to keyed jobs put last: in
 	// slot order (a snapshot's order) these come before older jobs of
@@ -113,8 +126,9 @@ func TestLoadHintsSizeTheTables(t *testing.T) {
 		tagged += len(set)
 	}
 	want := LoadHints{Keys: uint64(len(f.e.keys.ids)), Exts: uint64(f.e.exts.len()), ExtBytes: uint64(f.e.exts.live),
-		Tags: uint64(len(f.e.tagIndex)), Tagged: uint64(tagged), Reserved: uint64(len(f.e.resv)), Attempts: uint64(len(f.e.attempts))}
-	if *h != want || h.Keys < 90 || h.Tags < 11 || h.Reserved < 50 || h.Attempts == 0 {
+		Tags: uint64(len(f.e.tagIndex)), Tagged: uint64(tagged), Reserved: uint64(len(f.e.resv)), Attempts: uint64(len(f.e.attempts)),
+		SeqOver: uint64(f.e.seqs.over.n), IDs: uint64(f.e.ids.n)}
+	if *h != want || h.Keys < 90 || h.Tags < 11 || h.Reserved < 50 || h.Attempts == 0 || h.SeqOver < 1000 || h.IDs < 1000 {
 		t.Fatalf("hints %+v, want %+v", *h, want)
 	}
 
@@ -124,6 +138,11 @@ func TestLoadHintsSizeTheTables(t *testing.T) {
 	}
 	if cap(r.keys.keys) < int(h.Keys)+1 || cap(r.keys.refs) < int(h.Keys)+1 || r.hints.tags != int(h.Tags) || r.hints.perTag != int(h.Tagged/h.Tags) {
 		t.Fatalf("after the metadata: key table for %d keys, tag hints %+v; hints %+v", cap(r.keys.keys), r.hints, *h)
+	}
+	// the slot tables hold what the hints say without growing
+	if len(r.seqs.over.slots)*3 < int(h.SeqOver)*4 || len(r.ids.slots)*3 < int(h.IDs)*4 {
+		t.Fatalf("after the metadata: overflow table of %d for %d jobs, id table of %d for %d",
+			len(r.seqs.over.slots), h.SeqOver, len(r.ids.slots), h.IDs)
 	}
 
 	bulk := loadBulk(t, items, 1<<30)
@@ -168,7 +187,8 @@ func TestImplausibleLoadHints(t *testing.T) {
 	}
 	huge := uint64(1) << 60
 	r := ent.add()
-	r.Kind, r.Hints = KindLoadHints, &LoadHints{Keys: huge, Exts: huge, ExtBytes: huge, Tags: 1, Tagged: huge, Reserved: huge, Attempts: huge}
+	r.Kind, r.Hints = KindLoadHints, &LoadHints{Keys: huge, Exts: huge, ExtBytes: huge, Tags: 1, Tagged: huge, Reserved: huge, Attempts: huge,
+		SeqOver: huge, IDs: huge}
 	items[0] = ent.Encode(nil)
 
 	e := New(Options{Seed: 7, ReserveLimit: 1 << 30})
@@ -179,9 +199,10 @@ func TestImplausibleLoadHints(t *testing.T) {
 	if slab == 0 || slab > f.e.Jobs()+chunkSize {
 		t.Fatalf("slab of %d jobs for %d", slab, f.e.Jobs())
 	}
-	if cap(e.keys.keys) > slab+1 || cap(e.exts.chunks) > slab/extChunkSize+1 || e.hints.perTag > slab {
-		t.Fatalf("hints of 2^60 sized the key table for %d, the arena for %d chunks, tag lists for %d; the slab holds %d",
-			cap(e.keys.keys), cap(e.exts.chunks), e.hints.perTag, slab)
+	if cap(e.keys.keys) > slab+1 || cap(e.exts.chunks) > slab/extChunkSize+1 || e.hints.perTag > slab ||
+		len(e.seqs.over.slots) > slotTableSize(slab) || len(e.ids.slots) > slotTableSize(slab) {
+		t.Fatalf("hints of 2^60 sized the key table for %d, the arena for %d chunks, tag lists for %d, slot tables for %d and %d; the slab holds %d",
+			cap(e.keys.keys), cap(e.exts.chunks), e.hints.perTag, len(e.seqs.over.slots), len(e.ids.slots), slab)
 	}
 	if got, want := stateHash(t, loadBulk(t, items, 1<<30)), stateHash(t, f.e); got != want {
 		t.Fatal("a load with implausible hints built another state")
@@ -204,7 +225,8 @@ func TestImplausibleLoadHints(t *testing.T) {
 	}
 	// fields a later build appended are skipped
 	later := (&Entry{Time: ent.Time, Records: []Record{{Kind: KindLoadHints, Hints: &LoadHints{Keys: 3}}}}).Encode(nil)
-	later[len(later)-8] = 9 // 9 fields: the 7 known and two more
+	known := len((&LoadHints{}).fields()) // each a one-byte uvarint here
+	later[len(later)-known-1] = byte(known + 2) // the known fields and two more
 	later = append(later, 5, 6)
 	got, err := DecodeEntry(later, 0, 0)
 	if err != nil || got.Records[0].Hints == nil || got.Records[0].Hints.Keys != 3 {

@@ -24,6 +24,15 @@ func (t *slotTable[H]) init(size int) {
 	t.n = 0
 }
 
+// slotTableSize is the table size that holds n slots without growing.
+func slotTableSize(n int) int {
+	size := 1024
+	for n*4 > size*3 {
+		size *= 2
+	}
+	return size
+}
+
 func (t *slotTable[H]) insert(e *Engine, slot uint32) {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		old := t.slots
