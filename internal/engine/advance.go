@@ -178,7 +178,7 @@ func (e *Engine) toDead(q *queue, slot uint32, reason string, buried bool) {
 	} else {
 		j.flags &^= fBuried
 	}
-	e.setState(q, j, StateDead)
+	e.setState(q, slot, j, StateDead)
 	e.hpush(&q.dead, slot)
 	e.stats.Dead++
 	q.stats.Dead++

@@ -283,10 +283,10 @@ func (e *Engine) applyJob(img *JobImage) {
 	case phaseReserved:
 		e.placeReserved(q, slot, resvInfo{nonce: img.Nonce, until: img.Until, ttr: img.ResvTTR, origAt: img.At, attempt: img.Attempt})
 	case phaseDead:
-		e.setState(q, j, StateDead)
+		e.setState(q, slot, j, StateDead)
 		e.hpush(&q.dead, slot)
 	case phaseCompleted:
-		e.setState(q, j, StateCompleted)
+		e.setState(q, slot, j, StateCompleted)
 		e.tpush(&e.completed, img.RetainUntil, slot)
 	default:
 		e.placePending(q, slot)

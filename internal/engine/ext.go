@@ -51,14 +51,29 @@ type extStore struct {
 	garbage  int // bytes of entries no longer referenced
 	compacts int
 	buf      []byte
+	// During a bulk load (snapchunk.go) the refs of loaded entries are
+	// kept here and put in the map by flush, in one tight loop: a map
+	// insert between the load's other per-job work cost ~3× as much as in
+	// a run of inserts, and slowed that work down too (docs/benchmarks.md,
+	// "Restart with far-future jobs"). Reading an entry flushes first.
+	deferring bool
+	pending   []extPending
+}
+
+type extPending struct {
+	slot uint32
+	ref  uint64
 }
 
 func newExtStore() extStore { return extStore{refs: make(map[uint32]uint64)} }
 
-func (s *extStore) len() int { return len(s.refs) }
+func (s *extStore) len() int { return len(s.refs) + len(s.pending) }
 
 // entry returns the encoded bytes of slot's entry (nil if none).
 func (s *extStore) entry(slot uint32) []byte {
+	if s.deferring {
+		s.flush() // a bulk load reads no entry; be right if one did
+	}
 	ref, ok := s.refs[slot]
 	if !ok {
 		return nil
@@ -111,8 +126,22 @@ func (s *extStore) addRaw(slot uint32, b []byte) {
 	}
 	off := len(s.chunks[last])
 	s.chunks[last] = append(binary.AppendUvarint(s.chunks[last], uint64(len(b))), b...)
-	s.refs[slot] = uint64(last)<<32 | uint64(off)
+	ref := uint64(last)<<32 | uint64(off)
+	if s.deferring {
+		s.pending = append(s.pending, extPending{slot, ref})
+	} else {
+		s.refs[slot] = ref
+	}
 	s.live += need
+}
+
+// flush ends deferring: the pending refs go into the map.
+func (s *extStore) flush() {
+	s.deferring = false
+	for _, p := range s.pending {
+		s.refs[p.slot] = p.ref
+	}
+	s.pending = nil
 }
 
 // validExt reports whether b is a well-formed encoded entry, walking it

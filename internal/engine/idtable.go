@@ -134,6 +134,7 @@ func (e *Engine) idLookup(queue uint32, k *idKey) uint32 {
 		}
 	}
 	t := &e.ids
+	t.flush(e)
 	mask := uint64(len(t.slots) - 1)
 	for i := t.h.key(queue, k) & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]

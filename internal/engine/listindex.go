@@ -94,8 +94,7 @@ func (l *queueLists) block(idx uint64) *seqBlock {
 }
 
 // noteState keeps the listing indexes as the job j of q goes from its
-// current state to s (setState); slot is j's slot, or noSlot if the caller
-// does not have it.
+// current state to s (setState); slot is j's slot.
 func (e *Engine) noteState(q *queue, slot uint32, j *job, s State) {
 	old := j.state
 	if old == s {
@@ -123,11 +122,6 @@ func (e *Engine) noteState(q *queue, slot uint32, j *job, s State) {
 	oi, ni := idIndexOf(old), idIndexOf(s)
 	if oi < 0 && ni < 0 {
 		return
-	}
-	if slot == noSlot {
-		// every job with a state is in the sequence index (placed after
-		// seqs.insert, unplaced before seqs.remove)
-		slot = e.seqLookup(j.seqNo())
 	}
 	it := e.idItemOf(slot)
 	if oi >= 0 {

@@ -76,8 +76,8 @@ func (e *Engine) loadHints() *LoadHints {
 		Tags:     uint64(len(e.tagIndex)),
 		Reserved: uint64(len(e.resv)),
 		Attempts: uint64(len(e.attempts)),
-		SeqOver:  uint64(e.seqs.over.n),
-		IDs:      uint64(e.ids.n),
+		SeqOver:  uint64(e.seqs.over.len()),
+		IDs:      uint64(e.ids.len()),
 	}
 	for _, set := range e.tagIndex {
 		h.Tagged += uint64(len(set))
@@ -116,7 +116,7 @@ func (e *Engine) applyLoadHints(h *LoadHints) {
 	if o := c(h.SeqOver); o > 0 && e.seqs.len() == 0 {
 		e.seqs.over.init(slotTableSize(o))
 	}
-	if i := c(h.IDs); i > 0 && e.ids.n == 0 {
+	if i := c(h.IDs); i > 0 && e.ids.len() == 0 {
 		e.ids.init(slotTableSize(i))
 	}
 	if t := c(h.Tags); t > 0 && len(e.tagIndex) == 0 {

@@ -26,11 +26,11 @@ type chain struct {
 
 func (c *chain) live() []uint32 { return c.slots[c.h:] }
 
-func (e *Engine) setState(q *queue, j *job, s State) { e.setStateOf(q, noSlot, j, s) }
-
-// setStateOf is setState for a caller that has the job's slot at hand,
-// which spares the listing indexes a lookup (listindex.go).
-func (e *Engine) setStateOf(q *queue, slot uint32, j *job, s State) {
+// setState moves the job in slot to state s and counts it. The slot is
+// passed, not looked up by the job's sequence number, which spares the
+// listing indexes a lookup (listindex.go) and lets a bulk load leave the
+// sequence index's overflow table unfilled until it ends (seqtable.go).
+func (e *Engine) setState(q *queue, slot uint32, j *job, s State) {
 	e.noteState(q, slot, j, s)
 	if j.state != StateNone {
 		*q.countOf(j.state)--
@@ -104,7 +104,7 @@ func (e *Engine) unplace(q *queue, slot uint32) {
 	case StateCompleted:
 		e.tremove(&e.completed, slot)
 	}
-	e.setStateOf(q, slot, j, StateNone)
+	e.setState(q, slot, j, StateNone)
 }
 
 // placePending puts a pending job where its activation time says; the
@@ -112,7 +112,7 @@ func (e *Engine) unplace(q *queue, slot uint32) {
 func (e *Engine) placePending(q *queue, slot uint32) {
 	j := e.jobs.get(slot)
 	if j.atMS() > e.now {
-		e.setState(q, j, StateDelayed)
+		e.setState(q, slot, j, StateDelayed)
 		e.hpush(&e.delayed, slot)
 		e.noteFar(slot)
 		return
@@ -124,12 +124,12 @@ func (e *Engine) placePending(q *queue, slot uint32) {
 func (e *Engine) ripen(q *queue, slot uint32) {
 	j := e.jobs.get(slot)
 	if j.key == 0 {
-		e.setState(q, j, StateReady)
+		e.setState(q, slot, j, StateReady)
 		e.rpush(&q.ready, slot)
 		e.dirty[q.idx] = struct{}{}
 		return
 	}
-	e.setState(q, j, StateBlocked)
+	e.setState(q, slot, j, StateBlocked)
 	c := e.chainOf(q, j.key, true)
 	if q.cfg.KeyMode == KeyExclusive {
 		e.hpush(&c.sub, slot)
@@ -141,7 +141,7 @@ func (e *Engine) placeReserved(q *queue, slot uint32, r resvInfo) {
 	j := e.jobs.get(slot)
 	e.setAttempt(slot, 0) // r carries it while the job is reserved
 	e.resv[slot] = r
-	e.setStateOf(q, slot, j, StateReserved)
+	e.setState(q, slot, j, StateReserved)
 	e.tpush(&e.reserved, r.until, slot)
 	if j.key != 0 {
 		e.chainOf(q, j.key, true).reserved++
@@ -184,7 +184,7 @@ func (e *Engine) refresh(q *queue, key uint32) {
 		j := e.jobs.get(old)
 		e.rremove(&q.ready, old)
 		c.rep = noSlot
-		e.setState(q, j, StateBlocked)
+		e.setState(q, old, j, StateBlocked)
 		if q.cfg.KeyMode == KeyExclusive {
 			e.hpush(&c.sub, old)
 		}
@@ -194,7 +194,7 @@ func (e *Engine) refresh(q *queue, key uint32) {
 		if q.cfg.KeyMode == KeyExclusive {
 			e.hremove(&c.sub, desired)
 		}
-		e.setState(q, j, StateReady)
+		e.setState(q, desired, j, StateReady)
 		e.rpush(&q.ready, desired)
 		c.rep = desired
 		e.dirty[q.idx] = struct{}{}

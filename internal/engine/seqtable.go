@@ -54,7 +54,7 @@ func (x *seqIndex) init() {
 }
 
 // len is the number of jobs indexed.
-func (x *seqIndex) len() int { return x.paged + x.over.n }
+func (x *seqIndex) len() int { return x.paged + x.over.len() }
 
 func (x *seqIndex) page(pi uint64) *seqPage {
 	if x.last != nil && x.lastIdx == pi {
@@ -157,6 +157,7 @@ func (e *Engine) seqLookup(seq uint64) uint32 {
 // seqOverLookup finds seq in the overflow table (its page does not exist).
 func (e *Engine) seqOverLookup(seq uint64) uint32 {
 	t := &e.seqs.over
+	t.flush(e)
 	mask := uint64(len(t.slots) - 1)
 	for i := seqHash(seq) & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]

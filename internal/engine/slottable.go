@@ -1,5 +1,7 @@
 package engine
 
+import "math/bits"
+
 // slotTable is an open-addressing hash set of slots over a flat []uint32
 // (~5 bytes per job, no pointers): the slab is the key storage, so the
 // table only needs a way to hash the key of the job in a slot. Linear
@@ -10,6 +12,28 @@ type slotTable[H slotHasher] struct {
 	slots []uint32 // noSlot = empty
 	n     int
 	h     H
+	// During a bulk load (snapchunk.go) inserted slots wait in pending and
+	// flush places them all at once, in table order (placeAll). Placed one
+	// by one between the load's other per-job work, each was a cache miss
+	// in a table of millions: 0.55 s of a 5 M-job restart
+	// (docs/benchmarks.md, "Restart with far-future jobs"). Lookups and
+	// removals flush first, so deferring only changes when the work is
+	// done.
+	deferring bool
+	pending   []uint32
+}
+
+// len is the number of slots held, placed or pending.
+func (t *slotTable[H]) len() int { return t.n + len(t.pending) }
+
+// flush places the pending slots and ends deferring.
+func (t *slotTable[H]) flush(e *Engine) {
+	if !t.deferring {
+		return
+	}
+	t.deferring = false
+	t.placeAll(e, t.pending)
+	t.pending = nil
 }
 
 type slotHasher interface {
@@ -34,6 +58,10 @@ func slotTableSize(n int) int {
 }
 
 func (t *slotTable[H]) insert(e *Engine, slot uint32) {
+	if t.deferring {
+		t.pending = append(t.pending, slot)
+		return
+	}
 	if (t.n+1)*4 > len(t.slots)*3 {
 		old := t.slots
 		t.init(len(old) * 2)
@@ -44,6 +72,56 @@ func (t *slotTable[H]) insert(e *Engine, slot uint32) {
 		}
 	}
 	t.place(e, slot)
+}
+
+// placeAll inserts many slots at once. Each slot's home position is
+// computed in the order given (a bulk load's: slot order, so the jobs'
+// records are read front to back), the slots are sorted by home with one
+// counting-sort pass over its top 16 bits, and then placed in that order,
+// so the table too is written front to back instead of at random.
+func (t *slotTable[H]) placeAll(e *Engine, slots []uint32) {
+	if len(slots) == 0 {
+		return
+	}
+	if need := slotTableSize(t.n + len(slots)); need > len(t.slots) {
+		old := t.slots
+		t.init(need)
+		for _, s := range old {
+			if s != noSlot {
+				t.place(e, s)
+			}
+		}
+	}
+	mask := uint64(len(t.slots) - 1)
+	if len(slots) < 4096 || mask >= 1<<32 {
+		for _, s := range slots {
+			t.place(e, s)
+		}
+		return
+	}
+	shift := max(bits.Len64(mask)-16, 0)
+	start := make([]int, mask>>shift+2)
+	for _, s := range slots {
+		start[(t.h.hash(e, s)&mask)>>shift+1]++
+	}
+	for i := 1; i < len(start); i++ {
+		start[i] += start[i-1]
+	}
+	sorted := make([]uint64, len(slots)) // home<<32 | slot
+	for _, s := range slots {
+		home := t.h.hash(e, s) & mask
+		b := home >> shift
+		sorted[start[b]] = home<<32 | uint64(s)
+		start[b]++
+	}
+	for _, v := range sorted {
+		i := v >> 32
+		for t.slots[i] != noSlot {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = uint32(v)
+		t.n++
+	}
 }
 
 func (t *slotTable[H]) place(e *Engine, slot uint32) {
@@ -57,6 +135,7 @@ func (t *slotTable[H]) place(e *Engine, slot uint32) {
 }
 
 func (t *slotTable[H]) remove(e *Engine, slot uint32) {
+	t.flush(e)
 	mask := uint64(len(t.slots) - 1)
 	i := t.h.hash(e, slot) & mask
 	for t.slots[i] != slot {

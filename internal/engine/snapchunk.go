@@ -240,6 +240,9 @@ func (e *Engine) StartBulkLoad() {
 	}
 	e.bulk.on = true
 	e.bulk.at = e.bulk.at[:0]
+	e.exts.deferring = true
+	e.seqs.over.deferring = true
+	e.ids.deferring = true
 	if n := len(e.jobs.chunks) * chunkSize; e.jobs.live == 0 && len(e.delayed.s) == 0 && n > cap(e.delayed.s) {
 		// The slab was sized from the snapshot's job count (its metadata
 		// comes first): size the arrays alike rather than double them
@@ -292,6 +295,9 @@ func (e *Engine) FinishBulkLoad() {
 		e.delayed.s = append([]uint32(nil), s...)
 	}
 	e.sortLoadedChains()
+	e.exts.flush()
+	e.seqs.over.flush(e)
+	e.ids.flush(e) // after the arena's: a client id is read from it to hash
 	for k, p := range e.bulk.tags {
 		slots := *p
 		set := e.tagIndex[k]
@@ -364,7 +370,7 @@ func (e *Engine) bulkTags(slot uint32, tags []string) {
 // placePending without the heap push.
 func (e *Engine) bulkDelay(q *queue, slot uint32) {
 	j := e.jobs.get(slot)
-	e.setState(q, j, StateDelayed)
+	e.setState(q, slot, j, StateDelayed)
 	if len(e.delayed.s) == cap(e.delayed.s) {
 		// double rather than let append grow a slice of a hundred
 		// million by a quarter at a time
@@ -758,10 +764,10 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 			j.setAt(ri2.origAt)
 			e.placeReserved(q, slot, ri2)
 		case StateDead:
-			e.setState(q, j, StateDead)
+			e.setState(q, slot, j, StateDead)
 			e.hpush(&q.dead, slot)
 		case StateCompleted:
-			e.setState(q, j, StateCompleted)
+			e.setState(q, slot, j, StateCompleted)
 			e.tpush(&e.completed, x.retainUntil, slot)
 		default:
 			if e.bulk.on && j.atMS() > e.now {
