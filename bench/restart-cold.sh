@@ -6,14 +6,21 @@
 # was (no shutdown snapshot). Needs root (drop_caches).
 #
 #   bench/restart-cold.sh CHRONOQ_BIN DATA_DIR
+#
+# SERVE_FLAGS adds `chronoq serve` flags (a directory bench/scale.sh filled
+# with SERVE_FLAGS="--far-horizon 1h" must restart with them too, or its
+# far-future jobs come back into memory); WARM=1 keeps the page cache.
 set -euo pipefail
 BIN=$1 D=$2
 HTTP=127.0.0.1:17797 ADMIN=127.0.0.1:17798
 LOG=$(mktemp)
 sync
-echo 3 >/proc/sys/vm/drop_caches
+if [[ ${WARM:-0} != 1 ]]; then
+	echo 3 >/proc/sys/vm/drop_caches
+fi
 t0=$(date +%s%N)
-"$BIN" serve --data "$D" --http "$HTTP" --admin "$ADMIN" --beanstalk "" >"$LOG" 2>&1 &
+# shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
+"$BIN" serve --data "$D" --http "$HTTP" --admin "$ADMIN" --beanstalk "" ${SERVE_FLAGS:-} >"$LOG" 2>&1 &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$LOG"' EXIT
 until curl -sf -o /dev/null "http://$HTTP/healthz"; do
