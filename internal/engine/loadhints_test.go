@@ -296,17 +296,21 @@ func TestBulkLoadDefersSlotTables(t *testing.T) {
 	items := chunkItems(t, f.e, 1000)
 	want := stateHash(t, f.e)
 
-	r := loadBulk(t, items, 1<<30)
-	if r.seqs.over.deferring || len(r.seqs.over.pending) != 0 || r.ids.deferring || r.exts.deferring {
-		t.Fatal("a finished bulk load left inserts pending")
+	defer func(n int) { placeRun = n }(placeRun)
+	for _, run := range []int{placeRun, 5000} { // one sorted run, several
+		placeRun = run
+		r := loadBulk(t, items, 1<<30)
+		if r.seqs.over.deferring || len(r.seqs.over.pending) != 0 || r.ids.deferring || r.exts.deferring {
+			t.Fatal("a finished bulk load left inserts pending")
+		}
+		if got := stateHash(t, r); got != want {
+			t.Fatalf("runs of %d: a bulk load with deferred tables built another state", run)
+		}
+		compareEngines(t, f.e, r, f.now)
 	}
-	if got := stateHash(t, r); got != want {
-		t.Fatal("a bulk load with deferred tables built another state")
-	}
-	compareEngines(t, f.e, r, f.now)
 
 	// a lookup in the middle of a load places what is pending at once
-	r = New(Options{Seed: 7, ReserveLimit: 1 << 30})
+	r := New(Options{Seed: 7, ReserveLimit: 1 << 30})
 	r.StartBulkLoad()
 	for i, b := range items {
 		if !IsChunk(b) {

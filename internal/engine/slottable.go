@@ -74,11 +74,12 @@ func (t *slotTable[H]) insert(e *Engine, slot uint32) {
 	t.place(e, slot)
 }
 
-// placeAll inserts many slots at once. Each slot's home position is
-// computed in the order given (a bulk load's: slot order, so the jobs'
-// records are read front to back), the slots are sorted by home with one
-// counting-sort pass over its top 16 bits, and then placed in that order,
-// so the table too is written front to back instead of at random.
+// placeAll inserts many slots at once. In runs of up to placeRun slots,
+// each slot's home position is computed in the order given (a bulk load's:
+// slot order, so the jobs' records are read front to back), the run is
+// sorted by home with one counting-sort pass over the top 16 bits, and
+// placed in that order, so the table is written front to back instead of
+// at random. A run bounds the scratch memory to 16 bytes per slot of it.
 func (t *slotTable[H]) placeAll(e *Engine, slots []uint32) {
 	if len(slots) == 0 {
 		return
@@ -101,28 +102,40 @@ func (t *slotTable[H]) placeAll(e *Engine, slots []uint32) {
 	}
 	shift := max(bits.Len64(mask)-16, 0)
 	start := make([]int, mask>>shift+2)
-	for _, s := range slots {
-		start[(t.h.hash(e, s)&mask)>>shift+1]++
-	}
-	for i := 1; i < len(start); i++ {
-		start[i] += start[i-1]
-	}
-	sorted := make([]uint64, len(slots)) // home<<32 | slot
-	for _, s := range slots {
-		home := t.h.hash(e, s) & mask
-		b := home >> shift
-		sorted[start[b]] = home<<32 | uint64(s)
-		start[b]++
-	}
-	for _, v := range sorted {
-		i := v >> 32
-		for t.slots[i] != noSlot {
-			i = (i + 1) & mask
+	run := min(len(slots), placeRun)
+	homes := make([]uint64, run)  // home<<32 | slot, in the order given
+	sorted := make([]uint64, run) // the same, by home
+	for len(slots) > 0 {
+		n := min(len(slots), run)
+		clear(start)
+		for i, s := range slots[:n] {
+			home := t.h.hash(e, s) & mask
+			homes[i] = home<<32 | uint64(s)
+			start[home>>shift+1]++
 		}
-		t.slots[i] = uint32(v)
-		t.n++
+		for i := 1; i < len(start); i++ {
+			start[i] += start[i-1]
+		}
+		for _, v := range homes[:n] {
+			b := v >> 32 >> shift
+			sorted[start[b]] = v
+			start[b]++
+		}
+		for _, v := range sorted[:n] {
+			i := v >> 32
+			for t.slots[i] != noSlot {
+				i = (i + 1) & mask
+			}
+			t.slots[i] = uint32(v)
+			t.n++
+		}
+		slots = slots[n:]
 	}
 }
+
+// placeRun is the most slots placeAll sorts at once (a variable so tests
+// can sort in several runs).
+var placeRun = 1 << 20
 
 func (t *slotTable[H]) place(e *Engine, slot uint32) {
 	mask := uint64(len(t.slots) - 1)
