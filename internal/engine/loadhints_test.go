@@ -33,6 +33,12 @@ func hintsOf(t *testing.T, meta []byte) (*LoadHints, []byte) {
 // an engine whose slab the snapshot's job count sizes.
 func loadBulk(t *testing.T, items [][]byte, reserve int) *Engine {
 	t.Helper()
+	return loadBulkEach(t, items, reserve, nil)
+}
+
+// loadBulkEach is loadBulk calling each (when not nil) after item i.
+func loadBulkEach(t *testing.T, items [][]byte, reserve int, each func(i int, r *Engine)) *Engine {
+	t.Helper()
 	r := New(Options{Seed: 7, ReserveLimit: reserve})
 	r.StartBulkLoad()
 	for i, b := range items {
@@ -43,6 +49,9 @@ func loadBulk(t *testing.T, items [][]byte, reserve int) *Engine {
 			t.Fatalf("item %d: %v", i, err)
 		}
 		r.StartBulkLoad()
+		if each != nil {
+			each(i, r)
+		}
 	}
 	r.FinishBulkLoad()
 	if err := r.checkInvariants(); err != nil {
@@ -310,34 +319,22 @@ func TestBulkLoadDefersSlotTables(t *testing.T) {
 	}
 
 	// a lookup in the middle of a load places what is pending at once
-	r := New(Options{Seed: 7, ReserveLimit: 1 << 30})
-	r.StartBulkLoad()
-	for i, b := range items {
-		if !IsChunk(b) {
-			r.FinishBulkLoad()
+	r := loadBulkEach(t, items, 1<<30, func(i int, r *Engine) {
+		if i != len(items)/2 {
+			return
 		}
-		if err := r.LoadItem(b); err != nil {
-			t.Fatalf("item %d: %v", i, err)
+		if len(r.seqs.over.pending) == 0 || len(r.ids.pending) == 0 || len(r.exts.pending) == 0 {
+			t.Fatal("nothing deferred halfway through a bulk load")
 		}
-		r.StartBulkLoad()
-		if i == len(items)/2 {
-			if len(r.seqs.over.pending) == 0 || len(r.ids.pending) == 0 || len(r.exts.pending) == 0 {
-				t.Fatal("nothing deferred halfway through a bulk load")
-			}
-			k := r.slotKey(r.ids.pending[0])
-			if got := r.idLookup(r.jq(r.jobs.get(r.ids.pending[0])), &k); got == noSlot {
-				t.Fatal("a lookup during a bulk load misses a loaded job")
-			}
-			seq := r.jobs.get(r.seqs.over.pending[0]).seqNo()
-			if r.seqLookup(seq) == noSlot {
-				t.Fatal("a sequence lookup during a bulk load misses a loaded job")
-			}
+		k := r.slotKey(r.ids.pending[0])
+		if got := r.idLookup(r.jq(r.jobs.get(r.ids.pending[0])), &k); got == noSlot {
+			t.Fatal("a lookup during a bulk load misses a loaded job")
 		}
-	}
-	r.FinishBulkLoad()
-	if err := r.checkInvariants(); err != nil {
-		t.Fatal(err)
-	}
+		seq := r.jobs.get(r.seqs.over.pending[0]).seqNo()
+		if r.seqLookup(seq) == noSlot {
+			t.Fatal("a sequence lookup during a bulk load misses a loaded job")
+		}
+	})
 	if got := stateHash(t, r); got != want {
 		t.Fatal("a bulk load with a lookup halfway built another state")
 	}
