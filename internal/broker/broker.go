@@ -547,6 +547,8 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	<-b.done
+	b.compact.wait()
+	b.snap.waitRemoval()
 	b.stopScrub()
 	b.far.close()
 	var errs []error

@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
 	"github.com/chronoq/chronoq/internal/snapshot"
+	"github.com/chronoq/chronoq/internal/wal"
 )
 
 // compactor frees the oldest log segments that live jobs still pin. The
@@ -29,6 +31,46 @@ type compactor struct {
 	shrinkLongest time.Duration // the longest turn's share of it
 	// the counts per turn (compactBudget)
 	slots, moves int
+	// closed once the segment being emptied was read through off the loop
+	// (wal.Log.Warm); nil when no warming is under way
+	warming chan struct{}
+}
+
+// warm reads segment seg through in a goroutine (wal.Log.Warm) so that
+// the relocation turns that follow find its frames in the page cache
+// instead of waiting for the disk on the loop.
+func (c *compactor) warm(b *Broker, seg uint32) {
+	done := make(chan struct{})
+	c.warming = done
+	go func() {
+		defer close(done)
+		if _, err := b.log.Warm(seg); err != nil && !errors.Is(err, wal.ErrClosed) {
+			// not fatal: the relocation reads the segment itself
+			b.lg.Warn("compaction: could not read a segment ahead", "segment", seg, "err", err)
+		}
+	}()
+}
+
+// warmed reports whether the segment being emptied may be relocated: its
+// warming is over (or none ran).
+func (c *compactor) warmed() bool {
+	if c.warming == nil {
+		return true
+	}
+	select {
+	case <-c.warming:
+		c.warming = nil
+		return true
+	default:
+		return false
+	}
+}
+
+// wait returns once no warming goroutine runs (the loop has ended).
+func (c *compactor) wait() {
+	if c.warming != nil {
+		<-c.warming
+	}
 }
 
 // paced returns the next turn's count: n halved after a turn that took
@@ -72,19 +114,14 @@ func (c *compactor) step(b *Broker) {
 	if b.failed.Load() != nil {
 		return
 	}
-	if c.emptied {
+	if c.emptied && b.snap.dropSegments(b) {
 		// The moved payloads were written at the end of the previous turn;
-		// once they are durable the emptied segment can go. Only the
-		// segment's own records pinned it: a snapshot already covers it
-		// (pick), so no new snapshot is needed — asking for one per
-		// emptied segment made a log full of long-lived jobs write full
-		// snapshots back to back, stalling the loop.
+		// once they are durable (dropSegments syncs first) the emptied
+		// segment can go. Only the segment's own records pinned it: a
+		// snapshot already covers it (pick), so no new snapshot is needed —
+		// asking for one per emptied segment made a log full of long-lived
+		// jobs write full snapshots back to back, stalling the loop.
 		c.emptied = false
-		if err := b.log.SyncWritten(); err != nil {
-			b.fail(err)
-			return
-		}
-		b.snap.dropSegments(b)
 	}
 	if c.seg == 0 && c.shrink(b) {
 		return
@@ -100,6 +137,10 @@ func (c *compactor) step(b *Broker) {
 		if c.seg == 0 {
 			return
 		}
+		c.warm(b, c.seg)
+	}
+	if !c.warmed() {
+		return
 	}
 	// One turn's reads go in log order (Relocate), so a frame reader
 	// checks each frame of a batch put once.

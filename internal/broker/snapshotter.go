@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,6 +35,11 @@ type snapshotter struct {
 	cut      wal.Position
 	cutJobs  int
 	bk       backups
+	// removing is closed when the background removal of old segments
+	// (dropSegments) is over; nil when none runs. dropAgain: a removal
+	// was due while one ran, and step starts it once that one is over.
+	removing  chan struct{}
+	dropAgain bool
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
@@ -63,6 +69,9 @@ func (s *snapshotter) due(b *Broker, now time.Time) bool {
 
 // step advances a running snapshot by one chunk, or starts one when due.
 func (s *snapshotter) step(b *Broker) {
+	if s.dropAgain && s.dropSegments(b) {
+		s.dropAgain = false
+	}
 	now := b.now()
 	if s.sealing != nil {
 		select {
@@ -167,16 +176,33 @@ func (s *snapshotter) finish(b *Broker, err error) {
 	if err := snapshot.Prune(b.snapDir(), 2); err != nil {
 		b.lg.Warn("snapshot: prune failed", "err", err)
 	}
-	s.dropSegments(b)
+	if !s.dropSegments(b) {
+		s.dropAgain = true
+	}
 	b.far.snapshotDone()
 }
 
 // dropSegments removes the longest run of oldest segments that the oldest
-// kept snapshot covers and that no live job's payload lives in.
-func (s *snapshotter) dropSegments(b *Broker) {
+// kept snapshot covers and that no live job's payload lives in. Which ones
+// is decided here, on the loop; the removal runs in a goroutine: it syncs
+// the log first (the payloads log compaction moved out of those segments
+// were written on the loop and must be durable before their old copies
+// go), then unlinks the files and syncs the directory, which at 64 MiB a
+// segment took tens of milliseconds each on the loop (docs/benchmarks.md,
+// "Restart with far-future jobs"). It reports false, doing nothing, while
+// an earlier removal still runs: the caller asks again later.
+func (s *snapshotter) dropSegments(b *Broker) bool {
+	if s.removing != nil {
+		select {
+		case <-s.removing:
+			s.removing = nil
+		default:
+			return false
+		}
+	}
 	snaps, err := snapshot.List(b.snapDir())
 	if err != nil || len(snaps) == 0 {
-		return
+		return true
 	}
 	cover := snaps[len(snaps)-1].Pos.Segment
 	if pin, ok := s.bk.minPin(); ok && pin < cover {
@@ -190,10 +216,29 @@ func (s *snapshotter) dropSegments(b *Broker) {
 		}
 		upto = seg.Number + 1
 	}
-	if upto > 0 {
-		if err := b.log.RemoveSegmentsBefore(upto); err != nil {
+	if upto == 0 {
+		return true
+	}
+	done := make(chan struct{})
+	s.removing = done
+	go func() {
+		defer close(done)
+		if err := b.log.SyncWritten(); err != nil {
+			b.fail(err)
+			return
+		}
+		if err := b.log.RemoveSegmentsBefore(upto); err != nil && !errors.Is(err, wal.ErrClosed) {
 			b.lg.Warn("log: removing old segments failed", "err", err)
 		}
+	}()
+	return true
+}
+
+// waitRemoval returns once no removal of old segments runs (the loop has
+// ended).
+func (s *snapshotter) waitRemoval() {
+	if s.removing != nil {
+		<-s.removing
 	}
 }
 

@@ -262,7 +262,7 @@ func (e *Engine) applyJob(img *JobImage) {
 	x.timeouts, x.releases, x.buries, x.kicks = img.Timeouts, img.Releases, img.Buries, img.Kicks
 	curResult := x.result
 	x.result = BlobRef{}
-	if img.Result.has {
+	if img.Result.has && img.Flags&fHasResult != 0 { // a result no view shows is not kept
 		x.result = localRef(isNew, curResult, img.Result)
 	}
 	e.trackBlob(j.payload, 1)

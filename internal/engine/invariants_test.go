@@ -161,6 +161,10 @@ func (e *Engine) checkInvariants() error {
 			if !validExt(b) && err == nil {
 				err = fmt.Errorf("slot %d: malformed ext entry", slot)
 			}
+			// Relocate looks for result blobs only in jobs flagged so
+			if x, _ := e.exts.get(slot); x.result.Len > 0 && j.flags&fHasResult == 0 && err == nil {
+				err = fmt.Errorf("slot %d: a result blob without the result flag", slot)
+			}
 		}
 	})
 	if err != nil {

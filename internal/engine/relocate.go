@@ -40,7 +40,13 @@ func (e *Engine) Relocate(now time.Time, seg uint32, cursor uint32, maxSlots int
 		if j.state == StateNone {
 			continue
 		}
-		x, _ := e.ext(slot)
+		// only a job completed with a result has a result blob: the others'
+		// rare fields are not looked up (a cache miss each, most of a
+		// relocation's time in a table of keyed, tagged jobs)
+		var x jobExt
+		if j.flags&fHasResult != 0 {
+			x, _ = e.ext(slot)
+		}
 		f := found{slot: slot, inPayload: j.payload.Len > 0 && j.payload.Segment == seg, inResult: x.result.Len > 0 && x.result.Segment == seg, result: x.result}
 		switch {
 		case f.inPayload:

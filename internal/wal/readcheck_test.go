@@ -174,3 +174,59 @@ func TestReadAtReadsAFrameOnceForItsPayloads(t *testing.T) {
 		t.Fatalf("ReadAt: %v, capacity %d", err, cap(got))
 	}
 }
+
+// Warm (log compaction reading a segment ahead, off the broker's loop)
+// runs the deferred check of a segment not checked yet — damage it finds
+// is reported as by any check — and reads a checked segment through; a
+// segment that is gone reads nothing.
+func TestWarmChecksOrReadsASegment(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var checked [][]DamagedRange
+	opts := Options{SegmentSize: 16 << 10}
+	l, _, _ := openReplay(t, dir, opts)
+	var recs []rec
+	for i := 0; i < 150; i++ {
+		b := body(i, 500)
+		recs = append(recs, rec{mustAppend(t, l, b), b})
+		mustCommit(t, l)
+	}
+	l.Close()
+	last := recs[len(recs)-1].pos.Segment
+	if last < 3 {
+		t.Fatalf("fixture: %d segments", last)
+	}
+	flipOnDisk(t, segPath(dir, 1), int64(recs[2].pos.Offset)+FrameHeaderSize+15)
+
+	opts.OnCheckDamage = func(d []DamagedRange) { mu.Lock(); checked = append(checked, d); mu.Unlock() }
+	l = mustOpen(t, dir, opts)
+	defer l.Close()
+	if _, _, err := replayAll(t, l, Position{Segment: last, Offset: HeaderSize}); err != nil {
+		t.Fatal(err)
+	}
+	if u := l.Unchecked(); len(u) != int(last-1) {
+		t.Fatalf("unchecked after start: %v", u)
+	}
+	n, err := l.Warm(1)
+	if err != nil || n == 0 {
+		t.Fatalf("warm of unchecked segment 1: %d bytes, %v", n, err)
+	}
+	if u := l.Unchecked(); len(u) != int(last-2) || u[0] != 2 {
+		t.Fatalf("unchecked after warming segment 1: %v", u)
+	}
+	mu.Lock()
+	if len(checked) != 1 || checked[0][0].Segment != 1 {
+		t.Fatalf("damage the warming check found: %+v", checked)
+	}
+	mu.Unlock()
+	st, err := os.Stat(segPath(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Warm(1); err != nil || n != st.Size() {
+		t.Fatalf("warm of checked segment 1: %d bytes of %d, %v", n, st.Size(), err)
+	}
+	if n, err := l.Warm(last + 100); n != 0 || err != nil {
+		t.Fatalf("warm of a segment that does not exist: %d, %v", n, err)
+	}
+}
