@@ -30,7 +30,7 @@ type compactor struct {
 	shrinkFrom    int64
 	shrinkLongest time.Duration // the longest turn's share of it
 	// the counts per turn (compactBudget)
-	slots, moves int
+	slots, bytes, moves int
 	// closed once the segment being emptied was read through off the loop
 	// (wal.Log.Warm); nil when no warming is under way
 	warming chan struct{}
@@ -90,16 +90,24 @@ func paced(n, lo, hi int, took time.Duration) int {
 
 // compactBudget is the wall time a turn's relocation, or a turn's share of
 // a shrink, aims at: every request of the turn waits for it. The counts
-// per turn adapt (paced) between their minimum and maximum: a table dense
-// with jobs whose payloads lie in the segment costs far more per slot than
-// one of scattered survivors, and a shrink's moves cost more with the
-// cache cold.
+// per turn (slots and payload bytes, moves) adapt (paced) between their
+// minimum and maximum: a table dense with jobs whose payloads lie in the
+// segment costs far more per slot than one of scattered survivors, and a
+// shrink's moves cost more with the cache cold.
 var compactBudget = 2 * time.Millisecond
 
 const (
 	compactSlotsPerTurn = 50000
 	compactSlotsMin     = 1024
-	compactBytesPerTurn = 1 << 20
+	// Both bounds adapt: in a table where most jobs' payloads lie in the
+	// segment (slot order is log order after a shrink or a load) the bytes
+	// end a turn first. Re-logging costs ~3.5 µs a job: 1 MiB, ~10 000
+	// jobs, made turns of 30–40 ms, and turns that found nothing to move
+	// doubled the bounds straight back after a slow one halved them
+	// (docs/benchmarks.md, "Log compaction after a far drain"); 128 KiB
+	// bounds a turn at ~5 ms.
+	compactBytesPerTurn = 128 << 10
+	compactBytesMin     = 16 << 10
 	// shrinkMovesPerTurn bounds a turn's job moves (~0.2 µs each,
 	// BenchmarkShrinkAfterFarDrain in internal/engine)
 	shrinkMovesPerTurn = 4096
@@ -138,6 +146,9 @@ func (c *compactor) step(b *Broker) {
 			return
 		}
 		c.warm(b, c.seg)
+		// a new segment starts small: the counts the last one ended
+		// with (the table's tail, often no work) say nothing about it
+		c.slots, c.bytes = compactSlotsMin, compactBytesMin
 	}
 	if !c.warmed() {
 		return
@@ -147,10 +158,13 @@ func (c *compactor) step(b *Broker) {
 	rd := b.log.NewFrameReader()
 	start := time.Now()
 	c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, 0)
-	next, done, err := b.eng.Relocate(b.now(), c.seg, c.cursor, c.slots, compactBytesPerTurn, func(ref engine.BlobRef) ([]byte, error) {
+	c.bytes = paced(c.bytes, compactBytesMin, compactBytesPerTurn, 0)
+	next, done, err := b.eng.Relocate(b.now(), c.seg, c.cursor, c.slots, c.bytes, func(ref engine.BlobRef) ([]byte, error) {
 		return rd.ReadAt(ref.Segment, ref.Offset, ref.Len)
 	})
-	c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, time.Since(start))
+	took := time.Since(start)
+	c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, took)
+	c.bytes = paced(c.bytes, compactBytesMin, compactBytesPerTurn, took)
 	if err != nil {
 		b.lg.Warn("compaction: relocating payloads failed; will retry later", "segment", c.seg, "err", err)
 		c.seg = 0
