@@ -547,8 +547,8 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	<-b.done
-	b.compact.wait()
-	b.snap.waitRemoval()
+	b.compact.warming.wait()
+	b.snap.removing.wait()
 	b.stopScrub()
 	b.far.close()
 	var errs []error

@@ -31,46 +31,21 @@ type compactor struct {
 	shrinkLongest time.Duration // the longest turn's share of it
 	// the counts per turn (compactBudget)
 	slots, bytes, moves int
-	// closed once the segment being emptied was read through off the loop
-	// (wal.Log.Warm); nil when no warming is under way
-	warming chan struct{}
+	// reading the segment being emptied through, off the loop
+	// (wal.Log.Warm)
+	warming chore
 }
 
 // warm reads segment seg through in a goroutine (wal.Log.Warm) so that
 // the relocation turns that follow find its frames in the page cache
 // instead of waiting for the disk on the loop.
 func (c *compactor) warm(b *Broker, seg uint32) {
-	done := make(chan struct{})
-	c.warming = done
-	go func() {
-		defer close(done)
+	c.warming.start(func() {
 		if _, err := b.log.Warm(seg); err != nil && !errors.Is(err, wal.ErrClosed) {
 			// not fatal: the relocation reads the segment itself
 			b.lg.Warn("compaction: could not read a segment ahead", "segment", seg, "err", err)
 		}
-	}()
-}
-
-// warmed reports whether the segment being emptied may be relocated: its
-// warming is over (or none ran).
-func (c *compactor) warmed() bool {
-	if c.warming == nil {
-		return true
-	}
-	select {
-	case <-c.warming:
-		c.warming = nil
-		return true
-	default:
-		return false
-	}
-}
-
-// wait returns once no warming goroutine runs (the loop has ended).
-func (c *compactor) wait() {
-	if c.warming != nil {
-		<-c.warming
-	}
+	})
 }
 
 // paced returns the next turn's count: n halved after a turn that took
@@ -150,7 +125,7 @@ func (c *compactor) step(b *Broker) {
 		// with (the table's tail, often no work) say nothing about it
 		c.slots, c.bytes = compactSlotsMin, compactBytesMin
 	}
-	if !c.warmed() {
+	if c.warming.running() {
 		return
 	}
 	// One turn's reads go in log order (Relocate), so a frame reader

@@ -438,8 +438,8 @@ func (f *farStore) replayRecord(ent *engine.Entry) {
 // checks as a side file read later; nothing else writes the directory
 // until recover has waited for it.
 type sidePrefetch struct {
-	done  chan struct{}
-	sides map[int64]sideRead
+	reading chore
+	sides   map[int64]sideRead
 }
 
 type sideRead struct {
@@ -448,9 +448,8 @@ type sideRead struct {
 }
 
 func prefetchSides(dir string) *sidePrefetch {
-	p := &sidePrefetch{done: make(chan struct{}), sides: map[int64]sideRead{}}
-	go func() {
-		defer close(p.done)
+	p := &sidePrefetch{sides: map[int64]sideRead{}}
+	p.reading.start(func() {
 		starts, err := farstore.ListSides(dir)
 		if err != nil {
 			return // read one by one later, where the error is reported
@@ -459,14 +458,14 @@ func prefetchSides(dir string) *sidePrefetch {
 			s, err := farstore.ReadSide(dir, start)
 			p.sides[start] = sideRead{s, err}
 		}
-	}()
+	})
 	return p
 }
 
 // wait returns once the prefetch is over (at once for none).
 func (p *sidePrefetch) wait() {
 	if p != nil {
-		<-p.done
+		p.reading.wait()
 	}
 }
 

@@ -35,10 +35,10 @@ type snapshotter struct {
 	cut      wal.Position
 	cutJobs  int
 	bk       backups
-	// removing is closed when the background removal of old segments
-	// (dropSegments) is over; nil when none runs. dropAgain: a removal
-	// was due while one ran, and step starts it once that one is over.
-	removing  chan struct{}
+	// removing: the background removal of old segments (dropSegments).
+	// dropAgain: a removal was due while one ran, and step starts it once
+	// that one is over.
+	removing  chore
 	dropAgain bool
 }
 
@@ -192,13 +192,8 @@ func (s *snapshotter) finish(b *Broker, err error) {
 // "Restart with far-future jobs"). It reports false, doing nothing, while
 // an earlier removal still runs: the caller asks again later.
 func (s *snapshotter) dropSegments(b *Broker) bool {
-	if s.removing != nil {
-		select {
-		case <-s.removing:
-			s.removing = nil
-		default:
-			return false
-		}
+	if s.removing.running() {
+		return false
 	}
 	snaps, err := snapshot.List(b.snapDir())
 	if err != nil || len(snaps) == 0 {
@@ -219,10 +214,7 @@ func (s *snapshotter) dropSegments(b *Broker) bool {
 	if upto == 0 {
 		return true
 	}
-	done := make(chan struct{})
-	s.removing = done
-	go func() {
-		defer close(done)
+	s.removing.start(func() {
 		if err := b.log.SyncWritten(); err != nil {
 			b.fail(err)
 			return
@@ -230,16 +222,8 @@ func (s *snapshotter) dropSegments(b *Broker) bool {
 		if err := b.log.RemoveSegmentsBefore(upto); err != nil && !errors.Is(err, wal.ErrClosed) {
 			b.lg.Warn("log: removing old segments failed", "err", err)
 		}
-	}()
+	})
 	return true
-}
-
-// waitRemoval returns once no removal of old segments runs (the loop has
-// ended).
-func (s *snapshotter) waitRemoval() {
-	if s.removing != nil {
-		<-s.removing
-	}
 }
 
 // final writes a complete snapshot synchronously (clean shutdown).

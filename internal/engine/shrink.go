@@ -300,11 +300,5 @@ func (t *slotTable[H]) fitTable(e *Engine) {
 	if len(t.slots) <= size*4 {
 		return
 	}
-	old := t.slots
-	t.init(size)
-	for _, s := range old {
-		if s != noSlot {
-			t.place(e, s)
-		}
-	}
+	t.resize(e, size)
 }

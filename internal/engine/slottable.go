@@ -63,15 +63,21 @@ func (t *slotTable[H]) insert(e *Engine, slot uint32) {
 		return
 	}
 	if (t.n+1)*4 > len(t.slots)*3 {
-		old := t.slots
-		t.init(len(old) * 2)
-		for _, s := range old {
-			if s != noSlot {
-				t.place(e, s)
-			}
-		}
+		t.resize(e, len(t.slots)*2)
 	}
 	t.place(e, slot)
+}
+
+// resize rebuilds the table at size slots (a power of two that holds its
+// members).
+func (t *slotTable[H]) resize(e *Engine, size int) {
+	old := t.slots
+	t.init(size)
+	for _, s := range old {
+		if s != noSlot {
+			t.place(e, s)
+		}
+	}
 }
 
 // placeAll inserts many slots at once. In runs of up to placeRun slots,
@@ -85,13 +91,7 @@ func (t *slotTable[H]) placeAll(e *Engine, slots []uint32) {
 		return
 	}
 	if need := slotTableSize(t.n + len(slots)); need > len(t.slots) {
-		old := t.slots
-		t.init(need)
-		for _, s := range old {
-			if s != noSlot {
-				t.place(e, s)
-			}
-		}
+		t.resize(e, need)
 	}
 	mask := uint64(len(t.slots) - 1)
 	if len(slots) < 4096 || mask >= 1<<32 {
