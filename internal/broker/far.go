@@ -232,6 +232,9 @@ type farStore struct {
 	// their total (farHoldMax)
 	holding   []*farBucket
 	heldBytes int
+	// handedOut: item bytes handed out since the last snapshot began
+	// (Broker.unsnapshotted)
+	handedOut int64
 	// opened: buckets whose descriptor a hand-out opened, so releaseFiles
 	// looks at those, not at every bucket of the year each turn
 	opened []*farBucket
@@ -838,6 +841,7 @@ func (f *farStore) handOut(now time.Time) {
 		bk.pending = append(bk.pending, item)
 		bk.held += len(item)
 		f.heldBytes += len(item)
+		f.handedOut += int64(len(item))
 		bk.ids.Add(f.hash(farKey(fj.NS, fj.Queue, fj.ID)))
 		bk.seqs.Add(f.seqHash(fj.Seq))
 		bk.jobs++

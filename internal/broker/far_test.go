@@ -212,6 +212,62 @@ func TestFarJobsLeaveMemoryAndActivateOnTimeAfterRestart(t *testing.T) {
 	}
 }
 
+// TestFarHandOutCountsAsAChange: handing jobs out writes nothing to the
+// log, yet it changes what a snapshot holds. A server that loads jobs from
+// a snapshot (or replays them) and hands them out must record that in its
+// next snapshot — at a clean stop, or when the interval is up — or every
+// start takes them all back into memory and hands them out again.
+func TestFarHandOutCountsAsAChange(t *testing.T) {
+	for _, stop := range []string{"clean stop", "interval"} {
+		t.Run(stop, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := &testClock{t: farT0}
+			// the jobs are put and snapshotted with the far store off:
+			// the snapshot holds them in memory
+			b := mustOpenFar(t, dir, clk, 0)
+			putFortyFarOneNear(t, b)
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b = mustOpenFar(t, dir, clk, time.Hour)
+			memJobs(t, b) // a turn: the hand-out follows it
+			waitFar(t, b, 40)
+			if stop == "interval" {
+				clk.add(time.Hour) // openFar's SnapshotInterval
+				memJobs(t, b)      // a turn: the snapshot is due
+				for end := time.Now().Add(10 * time.Second); ; {
+					running, err := call(b, context.Background(), func(time.Time) (bool, error) {
+						return b.snap.iter != nil || b.snap.sealing != nil || b.snap.last.Before(clk.now()), nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !running {
+						break
+					}
+					if time.Now().After(end) {
+						t.Fatal("no snapshot an interval after the hand-out")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				b.skipFinalSnapshot = true
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b = mustOpenFar(t, dir, clk, time.Hour)
+			defer b.Close()
+			// the first request runs before any hand-out of this start
+			if n := memJobs(t, b); n != 1 {
+				t.Fatalf("%d jobs in memory at the start, want 1: the hand-out was not in the snapshot", n)
+			}
+			if f := farJobs(t, b); f != 40 {
+				t.Fatalf("%d far jobs, want 40", f)
+			}
+		})
+	}
+}
+
 // TestFarJobsInOnlineBackup: an online backup carries the bucket files its
 // snapshot lists, cut at the sizes it records, even when the bucket is
 // written to, taken back in and deleted before the copy is made; the
@@ -1676,7 +1732,8 @@ func TestFarHeldItemsAreFoundAndWrittenBeforeTheSnapshotCounts(t *testing.T) {
 					}
 				}
 			}
-			return b.far.heldBytes, b.snap.final(b, b.now())
+			held := b.far.heldBytes // before final writes the held items
+			return held, b.snap.final(b, b.now())
 		})
 		if err != nil {
 			t.Fatal(err)

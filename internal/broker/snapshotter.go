@@ -63,7 +63,7 @@ func (s *snapshotter) due(b *Broker, now time.Time) bool {
 	if now.Sub(s.lastErr) < time.Minute {
 		return false
 	}
-	w := b.sink.written
+	w := b.unsnapshotted()
 	return w >= b.opts.SnapshotBytes || (w > 0 && now.Sub(s.last) >= b.opts.SnapshotInterval)
 }
 
@@ -144,7 +144,7 @@ func (s *snapshotter) begin(b *Broker) error {
 		}
 	}
 	s.w, s.iter, s.started = w, b.eng.Snapshot(), b.now()
-	b.sink.written = 0
+	b.sink.written, b.far.handedOut = 0, 0
 	b.opts.Observer.SnapshotRunning(true)
 	return nil
 }
@@ -235,7 +235,7 @@ func (s *snapshotter) final(b *Broker, _ time.Time) error {
 		s.sealing = nil
 	}
 	if s.iter == nil {
-		if b.sink.written == 0 && !s.last.IsZero() && len(mustList(b)) > 0 {
+		if b.unsnapshotted() == 0 && !s.last.IsZero() && len(mustList(b)) > 0 {
 			return nil // nothing changed since the last snapshot
 		}
 		if err := s.begin(b); err != nil {
@@ -277,6 +277,14 @@ func (s *snapshotter) seal(w *snapshot.Writer, farDir string, syncs []string) er
 	_, err := w.Commit()
 	return err
 }
+
+// unsnapshotted is how much the state has changed since the last snapshot
+// began: the log bytes appended since, and the bytes of the jobs handed
+// out to the far store since. A hand-out writes nothing to the log (far.go,
+// rule 1), but until a snapshot records it, every start takes those jobs
+// back into memory and hands them out again: after a far drain that
+// follows a start, that is millions of jobs.
+func (b *Broker) unsnapshotted() int64 { return b.sink.written + b.far.handedOut }
 
 func mustList(b *Broker) []snapshot.Info {
 	l, _ := snapshot.List(b.snapDir())
