@@ -1277,10 +1277,18 @@ func (f *farStore) load(bk *farBucket, path string, size int64) {
 }
 
 // snapshotDone deletes the files of buckets taken back in once no kept
-// snapshot (snapshot.Prune keeps two) lists them.
-func (f *farStore) snapshotDone() {
+// snapshot (snapshot.Prune keeps two) lists them. A snapshot that replaced
+// the newest one (the same log position: only hand-outs since) adds no kept
+// snapshot: it counts only for what happened after the one it replaced
+// began (a pin made at its own start, a bucket not yet counted), which the
+// replaced one did not cover.
+func (f *farStore) snapshotDone(replaced bool) {
 	kept := f.pinQ[:0]
 	for _, p := range f.pinQ {
+		if replaced && p.need < 2 {
+			kept = append(kept, p)
+			continue
+		}
 		if p.need--; p.need > 0 {
 			kept = append(kept, p)
 		}
@@ -1292,6 +1300,9 @@ func (f *farStore) snapshotDone() {
 	for s, bk := range f.buckets {
 		f.dropOldGens(bk)
 		if bk.state != bucketDone {
+			continue
+		}
+		if replaced && bk.doneSnaps > 0 {
 			continue
 		}
 		if bk.doneSnaps++; bk.doneSnaps < 2 {

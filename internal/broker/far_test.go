@@ -910,6 +910,84 @@ func TestFarPayloadSegmentKeptForTheOlderSnapshot(t *testing.T) {
 	}
 }
 
+// TestFarSnapshotTakingTheNewestsPlace: a snapshot taken when only
+// hand-outs happened since the newest one has that one's log position and
+// takes its file's place. It is not a second kept snapshot: the older kept
+// one still needs the log segments holding the payloads of the jobs handed
+// out since it began, and recovery falls back to it when the newest is
+// unusable.
+func TestFarSnapshotTakingTheNewestsPlace(t *testing.T) {
+	defer func(o int) { farOutPerTurn = o }(farOutPerTurn)
+	farOutPerTurn = 1 // jobs leave memory one a turn: hand-outs between snapshots
+	dir := t.TempDir()
+	clk := &testClock{t: farT0}
+	ctx := context.Background()
+	const n = 60
+	payload := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 4<<10) }
+	// put with the far store off: the jobs are in memory at the next start,
+	// their 240 KiB of payloads in the first 64 KiB segments
+	b := mustOpenFar(t, dir, clk, 0)
+	for i := 0; i < n; i++ {
+		putAt(t, b, "q", engine.PutRequest{ID: fmt.Sprintf("j%02d", i), Payload: []byte(payload(i))}, farT0.Add(3*time.Hour))
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	waitFarAtLeast := func(want int) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); farJobs(t, b) < want; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%d far jobs, want %d or more", farJobs(t, b), want)
+			}
+		}
+	}
+	putAt(t, b, "q", engine.PutRequest{ID: "near1"}, farT0.Add(10*time.Minute))
+	farSnapshot(t, b) // the older kept one: most far jobs in its memory part
+	waitFarAtLeast(n / 3)
+	putAt(t, b, "q", engine.PutRequest{ID: "near2"}, farT0.Add(10*time.Minute))
+	farSnapshot(t, b) // the newest
+	// Two more with only hand-outs before each: they take the newest
+	// one's place. (A snapshot lets go of segments before it counts
+	// itself, so it takes the second to drop what the first let go.)
+	waitFarAtLeast(2 * n / 3)
+	farSnapshot(t, b)
+	waitFarAtLeast(n)
+	farSnapshot(t, b)
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		// the segments that snapshot let go are removed, off the loop
+		busy, err := call(b, ctx, func(time.Time) (bool, error) { return b.snap.dropAgain || b.snap.removing.running(), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !busy {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("old log segments still being removed")
+		}
+	}
+	snaps := mustList(b)
+	b.skipFinalSnapshot = true
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) != 2 || snaps[0].Pos == snaps[1].Pos {
+		t.Fatalf("snapshots kept: %+v", snaps)
+	}
+	if err := os.Remove(snaps[0].Path); err != nil {
+		t.Fatal(err)
+	}
+	b = mustOpenFar(t, dir, clk, time.Hour)
+	defer b.Close()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("j%02d", i)
+		if j, err := b.Peek(ctx, "default", "q", id); err != nil || string(j.Data) != payload(i) {
+			t.Fatalf("job %s after recovery from the older snapshot: %v", id, err)
+		}
+	}
+}
+
 func TestFarJobsListed(t *testing.T) {
 	dir := t.TempDir()
 	clk := &testClock{t: farT0}

@@ -21,8 +21,13 @@ type snapshotter struct {
 	last    time.Time
 	lastErr time.Time
 	sealing chan error // the background commit of a finished snapshot
-	started time.Time
-	buf     []byte // the item being written (Writer.Add copies it)
+	// newest: the position of the newest snapshot on disk. A snapshot
+	// at the same position (nothing logged since, only far hand-outs)
+	// takes its file's place instead of adding one (snapshotDone).
+	newest     wal.Position
+	haveNewest bool
+	started    time.Time
+	buf        []byte // the item being written (Writer.Add copies it)
 
 	// Online backups (backup.go): want waits for the next snapshot to be
 	// complete, taking for the commit of the one just complete at cut.
@@ -51,7 +56,12 @@ var (
 	snapTurnBudget = 2 * time.Millisecond
 )
 
-func (s *snapshotter) init(b *Broker, _ wal.RecoveryReport) { s.last = b.now() }
+func (s *snapshotter) init(b *Broker, _ wal.RecoveryReport) {
+	s.last = b.now()
+	if l := mustList(b); len(l) > 0 {
+		s.newest, s.haveNewest = l[0].Pos, true // List: newest first
+	}
+}
 
 func (s *snapshotter) due(b *Broker, now time.Time) bool {
 	if s.iter != nil || s.sealing != nil || b.failed.Load() != nil {
@@ -171,6 +181,8 @@ func (s *snapshotter) finish(b *Broker, err error) {
 		return
 	}
 	s.last = b.now()
+	replaced := s.haveNewest && s.pos == s.newest
+	s.newest, s.haveNewest = s.pos, true
 	b.opts.Observer.Snapshot(b.now().Sub(s.started))
 	b.lg.Info("snapshot written", "pos", s.pos.String(), "jobs", b.eng.Jobs(), "took", b.now().Sub(s.started).Round(time.Millisecond).String())
 	if err := snapshot.Prune(b.snapDir(), 2); err != nil {
@@ -179,7 +191,7 @@ func (s *snapshotter) finish(b *Broker, err error) {
 	if !s.dropSegments(b) {
 		s.dropAgain = true
 	}
-	b.far.snapshotDone()
+	b.far.snapshotDone(replaced)
 }
 
 // dropSegments removes the longest run of oldest segments that the oldest
