@@ -73,8 +73,10 @@ func (s *snapshotter) due(b *Broker, now time.Time) bool {
 	if now.Sub(s.lastErr) < time.Minute {
 		return false
 	}
-	w := b.unsnapshotted()
-	return w >= b.opts.SnapshotBytes || (w > 0 && now.Sub(s.last) >= b.opts.SnapshotInterval)
+	// Only log growth counts towards SnapshotBytes: a far drain hands out
+	// gigabytes, and a snapshot per GiB of them would pause the hand-outs
+	// (never during a walk) for most of the drain.
+	return b.sink.written >= b.opts.SnapshotBytes || (b.unsnapshotted() > 0 && now.Sub(s.last) >= b.opts.SnapshotInterval)
 }
 
 // step advances a running snapshot by one chunk, or starts one when due.
