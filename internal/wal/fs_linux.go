@@ -50,3 +50,27 @@ func statfsFree(dir string) (int64, error) {
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
+
+// zeroFillDirect writes zeros over the file at path with O_DIRECT, whole
+// chunks of zeroChunk up to size, and returns how far it got.
+func zeroFillDirect(path string, size int64) (int64, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	// O_DIRECT wants the buffer aligned to the device's block: an
+	// anonymous mapping is page-aligned, and reads as zeros.
+	zeros, err := syscall.Mmap(-1, 0, zeroChunk, syscall.PROT_READ, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Munmap(zeros)
+	var off int64
+	for ; off+zeroChunk <= size; off += zeroChunk {
+		if _, err := f.WriteAt(zeros, off); err != nil {
+			return off, err
+		}
+	}
+	return off, nil
+}

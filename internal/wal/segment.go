@@ -48,6 +48,18 @@ func listSegments(dir string, logf func(msg string, args ...any)) ([]uint32, err
 	removed := false
 	for _, e := range entries {
 		name := e.Name()
+		if base, ok := strings.CutSuffix(name, removingSuffix); ok {
+			if _, ok := parseSegmentName(base); ok {
+				// RemoveSegmentsBefore renamed it before a crash: its
+				// records were no longer needed.
+				if err := datadir.RemoveGradually(filepath.Join(dir, name), removeStep); err != nil {
+					return nil, fmt.Errorf("wal: finish removing segment: %w", err)
+				}
+				logf("wal: finished removing an old segment", "file", filepath.Join(dir, name))
+				removed = true
+			}
+			continue
+		}
 		if base, ok := strings.CutSuffix(name, ".tmp"); ok {
 			if _, ok := parseSegmentName(base); ok {
 				// Renamed into place only after it was complete and
@@ -146,13 +158,25 @@ func (l *Log) createSegment(num uint32, capacity int64, zeroFill bool) (*writeSe
 	return &writeSeg{num: num, path: path, f: f, salt: h.salt, capacity: capacity, end: HeaderSize, lastMark: -1}, nil
 }
 
-// zeroChunk bounds the buffer writeZeros allocates.
-const zeroChunk = 1 << 20
+// zeroChunk is how much writeZeros hands the disk at a time. Written
+// whole and synced once, 64 MiB of zeros made every fdatasync of the log
+// issued meanwhile wait behind them, up to 25 ms (docs/benchmarks.md,
+// "Housekeeping that stalled fdatasync"); a chunk at a time, up to 2 ms.
+const zeroChunk = 256 << 10
 
+// writeZeros writes zeros over the first size bytes of f, a chunk at a
+// time: with O_DIRECT where the filesystem allows it (no page cache
+// filled with zeros either), else each chunk followed by an fdatasync.
 func writeZeros(f *os.File, size int64) error {
-	zeros := make([]byte, min(size, zeroChunk))
-	for off := int64(0); off < size; {
+	// Any failure of the direct path (tmpfs refuses O_DIRECT) leaves the
+	// rest to the buffered path, which reports an error that persists.
+	off, _ := zeroFillDirect(f.Name(), size)
+	zeros := make([]byte, min(size-off, zeroChunk))
+	for off < size {
 		n, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+		if err == nil {
+			err = fdatasyncFile(f)
+		}
 		if err != nil {
 			return fmt.Errorf("write zeros at %d of %d: %w", off, size, err)
 		}
