@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
@@ -14,17 +16,24 @@ import (
 // compactor frees the oldest log segments that live jobs still pin. The
 // log can only drop a prefix of segments, so one job delayed for a year in
 // the oldest segment would keep every later segment too; the compactor
-// re-logs such payloads (engine.Relocate) a bounded amount per loop turn,
-// after which the next snapshot lets the segment go.
+// re-logs such payloads (engine.FindPinned, engine.Relocate) a bounded
+// amount per loop turn, after which the segment can go.
 //
 // It also shrinks the job table after a peak (engine.Shrink), between
 // segments: a relocation walks the table by slot, which moves would
 // confuse (harmlessly, but it would miss jobs and have to start over).
 type compactor struct {
-	seg      uint32 // segment being emptied, 0 = none
+	seg uint32 // segment being emptied, 0 = none
+	// Emptying it: first the job table is scanned (cursor) for the blobs
+	// in it (engine.FindPinned), which are then sorted by offset and
+	// re-logged in that order (todo[at:]).
 	cursor   uint32
-	nextPick time.Time // picking reads the snapshot directory: not every turn
-	emptied  bool      // a segment was emptied: drop it once the moves are durable
+	scanned  bool
+	todo     []engine.Pinned
+	at       int
+	rd       *wal.FrameReader // keeps the last frame read, across turns
+	nextPick time.Time        // picking reads the snapshot directory: not every turn
+	emptied  bool             // a segment was emptied: drop it once the moves are durable
 	// a shrink of the job table under way: when it began, the table's size
 	shrinkStart   time.Time
 	shrinkFrom    int64
@@ -63,26 +72,24 @@ func paced(n, lo, hi int, took time.Duration) int {
 	return n
 }
 
-// compactBudget is the wall time a turn's relocation, or a turn's share of
-// a shrink, aims at: every request of the turn waits for it. The counts
-// per turn (slots and payload bytes, moves) adapt (paced) between their
-// minimum and maximum: a table dense with jobs whose payloads lie in the
-// segment costs far more per slot than one of scattered survivors, and a
-// shrink's moves cost more with the cache cold.
-var compactBudget = 2 * time.Millisecond
+// compactBudget is the wall time a turn's scan or relocation, or a turn's
+// share of a shrink, aims at: a job that comes due meanwhile waits for it
+// (activation lateness). The counts per turn (slots scanned, payload bytes
+// re-logged, moves) adapt (paced) between their minimum and maximum: a
+// shrink's moves cost more with the cache cold, a relocation more where
+// its frames are not in the page cache.
+var compactBudget = time.Millisecond
 
 const (
-	compactSlotsPerTurn = 50000
+	// scanning costs ~20–50 ns a slot
+	compactSlotsPerTurn = 32768
 	compactSlotsMin     = 1024
-	// Both bounds adapt: in a table where most jobs' payloads lie in the
-	// segment (slot order is log order after a shrink or a load) the bytes
-	// end a turn first. Re-logging costs ~3.5 µs a job: 1 MiB, ~10 000
-	// jobs, made turns of 30–40 ms, and turns that found nothing to move
-	// doubled the bounds straight back after a slow one halved them
-	// (docs/benchmarks.md, "Log compaction after a far drain"); 128 KiB
-	// bounds a turn at ~5 ms.
-	compactBytesPerTurn = 128 << 10
-	compactBytesMin     = 16 << 10
+	// Re-logging costs ~3 µs a job besides reading it: 16 KiB of 100-byte
+	// payloads is ~0.5 ms. Turns of 128 KiB took 4–7 ms and held lateness
+	// p99 at 16–22 ms while compaction ran (docs/benchmarks.md, "Log
+	// compaction and activation lateness").
+	compactBytesPerTurn = 16 << 10
+	compactBytesMin     = 4 << 10
 	// shrinkMovesPerTurn bounds a turn's job moves (~0.2 µs each,
 	// BenchmarkShrinkAfterFarDrain in internal/engine)
 	shrinkMovesPerTurn = 4096
@@ -116,7 +123,8 @@ func (c *compactor) step(b *Broker) {
 		}
 		c.nextPick = now.Add(time.Second)
 		c.seg = c.pick(b)
-		c.cursor = 0
+		c.cursor, c.scanned, c.todo, c.at = 0, false, c.todo[:0], 0
+		c.rd = b.log.NewFrameReader()
 		if c.seg == 0 {
 			return
 		}
@@ -125,32 +133,41 @@ func (c *compactor) step(b *Broker) {
 		// with (the table's tail, often no work) say nothing about it
 		c.slots, c.bytes = compactSlotsMin, compactBytesMin
 	}
+	if !c.scanned {
+		// the scan reads no segment: it runs while the warming does
+		start := time.Now()
+		c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, 0)
+		var done bool
+		c.cursor, done, c.todo = b.eng.FindPinned(c.seg, c.cursor, c.slots, c.todo)
+		c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, time.Since(start))
+		if done {
+			slices.SortFunc(c.todo, func(x, y engine.Pinned) int { return cmp.Compare(x.Off, y.Off) })
+			c.scanned = true
+		}
+		return
+	}
 	if c.warming.running() {
 		return
 	}
-	// One turn's reads go in log order (Relocate), so a frame reader
-	// checks each frame of a batch put once.
-	rd := b.log.NewFrameReader()
 	start := time.Now()
-	c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, 0)
 	c.bytes = paced(c.bytes, compactBytesMin, compactBytesPerTurn, 0)
-	next, done, err := b.eng.Relocate(b.now(), c.seg, c.cursor, c.slots, c.bytes, func(ref engine.BlobRef) ([]byte, error) {
-		return rd.ReadAt(ref.Segment, ref.Offset, ref.Len)
+	n, err := b.eng.Relocate(b.now(), c.seg, c.todo[c.at:], c.bytes, func(ref engine.BlobRef) ([]byte, error) {
+		return c.rd.ReadAt(ref.Segment, ref.Offset, ref.Len)
 	})
-	took := time.Since(start)
-	c.slots = paced(c.slots, compactSlotsMin, compactSlotsPerTurn, took)
-	c.bytes = paced(c.bytes, compactBytesMin, compactBytesPerTurn, took)
+	c.bytes = paced(c.bytes, compactBytesMin, compactBytesPerTurn, time.Since(start))
 	if err != nil {
 		b.lg.Warn("compaction: relocating payloads failed; will retry later", "segment", c.seg, "err", err)
-		c.seg = 0
+		c.seg, c.rd = 0, nil
 		return
 	}
-	c.cursor = next
-	if done {
+	if c.at += n; c.at == len(c.todo) {
 		b.lg.Info("compaction: segment emptied of live payloads", "segment", c.seg, "live_left", b.eng.LiveBytes()[c.seg])
-		c.seg = 0
+		c.seg, c.rd = 0, nil
 		c.emptied = true
 		c.nextPick = time.Time{} // the next pinned segment may go at once
+		if cap(c.todo) > 1<<16 {
+			c.todo = nil // a dense segment's list: not kept for the next
+		}
 	}
 }
 

@@ -11,8 +11,11 @@ import (
 // payloads back and replay the whole history into a fresh engine.
 type memSink struct {
 	seg    []byte
-	bodies [][2]int // start, end of each entry in seg
+	bodies [][3]int // start, end of each entry in seg, and its segment number
 	fail   error
+	// num is the segment number entries are located in (0: 1), so a test
+	// can tell blobs written before and after a point apart by segment
+	num uint32
 }
 
 func (s *memSink) Append(ent *Entry) error {
@@ -21,8 +24,9 @@ func (s *memSink) Append(ent *Entry) error {
 	}
 	start := len(s.seg)
 	s.seg = ent.Encode(s.seg)
-	ent.Locate(1, uint32(start))
-	s.bodies = append(s.bodies, [2]int{start, len(s.seg)})
+	num := max(s.num, 1)
+	ent.Locate(num, uint32(start))
+	s.bodies = append(s.bodies, [3]int{start, len(s.seg), int(num)})
 	return nil
 }
 
@@ -33,7 +37,7 @@ func (s *memSink) replay(t *testing.T, twice bool) *Engine {
 	t.Helper()
 	e := New(Options{Seed: 7})
 	for _, b := range s.bodies {
-		ent, err := DecodeEntry(s.seg[b[0]:b[1]], 1, uint32(b[0]))
+		ent, err := DecodeEntry(s.seg[b[0]:b[1]], uint32(b[2]), uint32(b[0]))
 		if err != nil {
 			t.Fatalf("decode entry at %d: %v", b[0], err)
 		}

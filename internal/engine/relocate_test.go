@@ -1,14 +1,17 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
 
-// Relocate reads a turn's blobs in log order whatever order the jobs sit
-// in, so a frame of a batch put is checked once (wal.FrameReader), and
-// re-logs every live payload and result in the segment.
+// Blobs found by FindPinned and sorted by offset are read in log order
+// whatever order the jobs sit in, so a frame of a batch put is checked once
+// (wal.FrameReader), and every live payload and result in the segment is
+// re-logged, across calls of a few slots and bytes each.
 func TestRelocateReadsInLogOrder(t *testing.T) {
 	f := newFixture(t)
 	retain := time.Hour // acked jobs keep their results
@@ -47,18 +50,31 @@ func TestRelocateReadsInLogOrder(t *testing.T) {
 	})
 	// a job's result comes right after its payload, so the payloads (JSON
 	// objects; the results read "done") are the ones in log order
+	var found []Pinned
+	for cursor, done := uint32(0), false; !done; {
+		cursor, done, found = f.e.FindPinned(1, cursor, 7, found)
+	}
+	slices.SortFunc(found, func(a, b Pinned) int { return cmp.Compare(a.Off, b.Off) })
+	f.sink.num = 2 // the re-logged copies go to a later segment
 	var payloads []uint32
 	reads := 0
-	_, done, err := f.e.Relocate(f.now, 1, 0, 1<<20, 1<<30, func(r BlobRef) ([]byte, error) {
+	read := func(r BlobRef) ([]byte, error) {
 		reads++
 		b := f.sink.blob(r)
 		if b[0] == '{' {
 			payloads = append(payloads, r.Offset)
 		}
 		return b, nil
-	})
-	if err != nil || !done {
-		t.Fatalf("relocate: done %v, %v", done, err)
+	}
+	for at := 0; at < len(found); {
+		n, err := f.e.Relocate(f.now, 1, found[at:], 64, read)
+		if err != nil || n == 0 {
+			t.Fatalf("relocate at %d of %d: %d, %v", at, len(found), n, err)
+		}
+		at += n
+	}
+	if live := f.e.LiveBytes()[1]; live != 0 {
+		t.Fatalf("%d live bytes left in segment 1", live)
 	}
 	if reads != blobs || len(payloads) == 0 {
 		t.Fatalf("read %d blobs (%d payloads), the jobs hold %d", reads, len(payloads), blobs)
@@ -67,6 +83,66 @@ func TestRelocateReadsInLogOrder(t *testing.T) {
 		if payloads[i] <= payloads[i-1] {
 			t.Fatalf("payload %d read at offset %d after %d: not in log order", i, payloads[i], payloads[i-1])
 		}
+	}
+	if err := f.e.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	sameAsReplay(t, f)
+}
+
+// TestRelocateSkipsWhatChangedSinceTheScan: between FindPinned and
+// Relocate jobs are cancelled, acked, their slots reused and their payloads
+// replaced; Relocate re-logs only what still lives in the segment and
+// leaves it empty.
+func TestRelocateSkipsWhatChangedSinceTheScan(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for i := 0; i < 200; i++ {
+		ids = append(ids, f.put("q", PutRequest{Payload: []byte(fmt.Sprintf("payload %d", i))}).ID)
+	}
+	var found []Pinned
+	for cursor, done := uint32(0), false; !done; {
+		cursor, done, found = f.e.FindPinned(1, cursor, 1<<20, found)
+	}
+	if len(found) != 200 {
+		t.Fatalf("found %d blobs in segment 1, want 200", len(found))
+	}
+	for i, id := range ids {
+		switch i % 4 {
+		case 0: // gone; its slot may be reused by the puts below
+			if err := f.e.Cancel(f.now, "default", "q", id, ""); err != nil {
+				t.Fatal(err)
+			}
+		case 1: // payload replaced: now in the segment the sink writes next
+			f.sink.num = 2
+			if _, err := f.e.Update(f.now, "default", "q", id, UpdateRequest{Payload: []byte("new"), HasPayload: true}); err != nil {
+				t.Fatal(err)
+			}
+			f.sink.num = 1
+		}
+	}
+	for i := 0; i < 50; i++ {
+		f.sink.num = 2
+		f.put("q", PutRequest{Payload: []byte("later")})
+		f.sink.num = 1
+	}
+	reads := 0
+	f.sink.num = 2
+	n, err := f.e.Relocate(f.now, 1, found, 1<<30, func(r BlobRef) ([]byte, error) {
+		reads++
+		if r.Segment != 1 {
+			t.Fatalf("read a blob of segment %d", r.Segment)
+		}
+		return f.sink.blob(r), nil
+	})
+	if err != nil || n != len(found) {
+		t.Fatalf("relocate: %d of %d, %v", n, len(found), err)
+	}
+	if reads != 100 {
+		t.Fatalf("re-logged %d blobs, want the 100 unchanged ones", reads)
+	}
+	if live := f.e.LiveBytes()[1]; live != 0 {
+		t.Fatalf("%d live bytes left in segment 1", live)
 	}
 	if err := f.e.checkInvariants(); err != nil {
 		t.Fatal(err)
