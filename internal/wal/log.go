@@ -138,9 +138,8 @@ type Log struct {
 
 	// The next segment is created in the background while the current
 	// one fills, so a roll costs the loop no fallocate and no fsyncs.
-	prepCh     chan preparedSeg // result of the preparation in flight, or nil
-	noPrepare  bool             // tests that inject creation failures set this
-	beforeRead func()           // tests: runs in readRaw between taking the descriptor and the read
+	prepCh    chan preparedSeg // result of the preparation in flight, or nil
+	noPrepare bool             // tests that inject creation failures set this
 }
 
 const (
@@ -502,40 +501,19 @@ func (l *Log) RemoveSegmentsBefore(seg uint32) error {
 	if len(victims) == 0 {
 		return nil
 	}
-	// The names go first, in ascending order: an interrupted removal
-	// leaves a shorter prefix missing, never a hole, and a start deletes
-	// what is left under the removing names (listSegments). A check of an
-	// old segment reads it by name, whole (oldcheck.go): checkMu waits for
-	// one in progress, and a later one finds no file.
-	l.checkMu.Lock()
+	// Ascending order: an interrupted removal leaves a shorter prefix
+	// missing, never a hole.
 	for _, v := range victims {
-		if err := os.Rename(v.path, v.path+removingSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			l.checkMu.Unlock()
+		if err := os.Remove(v.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("wal: remove segment %s: %w", v.path, err)
 		}
 	}
-	l.checkMu.Unlock()
 	if err := datadir.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("wal: after removing segments: %w", err)
-	}
-	// A read that took its descriptor before the table dropped the
-	// segment may fail on the shrinking file; readRaw reports it as
-	// ErrSegmentGone, which the caller reads again from the new place.
-	for _, v := range victims {
-		if err := datadir.RemoveGradually(v.path+removingSuffix, removeStep); err != nil {
-			return fmt.Errorf("wal: %w", err)
-		}
 	}
 	l.log.Debug("wal: removed segments", "dir", l.dir, "below", limit, "count", len(victims))
 	return nil
 }
-
-// removingSuffix marks a segment being removed (RemoveSegmentsBefore).
-const removingSuffix = ".removing"
-
-// removeStep is how much of a removed segment goes at a time
-// (datadir.RemoveGradually); a variable so tests can cut small segments.
-var removeStep int64 = datadir.RemoveStep
 
 // Crash closes the log the way a crash of the process would leave it:
 // frames appended since the last Commit are lost, nothing is synced. It is

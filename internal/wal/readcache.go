@@ -12,9 +12,8 @@ import (
 // and old segments are removed. Each segment gets one read-only descriptor,
 // shared by all readers and reference-counted so that eviction or removal
 // never closes a descriptor in the middle of a pread (its number could be
-// reused by another open). A removed segment's file is cut down before it
-// is unlinked (RemoveSegmentsBefore), so a read that started before the
-// removal may fail: it reports ErrSegmentGone, as a read after it does.
+// reused by another open). On Linux an unlinked file stays readable through
+// an open descriptor, so a read that started before removal completes.
 
 const maxReadFiles = 16
 
@@ -32,18 +31,11 @@ func (l *Log) readRaw(seg uint32, off uint32, n uint32) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.beforeRead != nil {
-		l.beforeRead()
-	}
 	buf := make([]byte, n)
 	l.rawBytes.Add(int64(n))
 	_, err = rf.f.ReadAt(buf, int64(off))
 	l.releaseReader(rf)
 	if err != nil {
-		if l.removed(seg) {
-			// the file shrank under the read (RemoveSegmentsBefore)
-			return nil, fmt.Errorf("wal: read segment %d: %w", seg, ErrSegmentGone)
-		}
 		return nil, fmt.Errorf("wal: read %d bytes at offset %d of segment %d: %w", n, off, seg, err)
 	}
 	return buf, nil
@@ -82,13 +74,6 @@ func (l *Log) acquireReader(seg, off, n uint32) (*readFile, error) {
 	rf.lastUse = l.useClock
 	l.evictLocked()
 	return rf, nil
-}
-
-// removed reports whether segment seg has been removed from the table.
-func (l *Log) removed(seg uint32) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return seg < l.removedBelow
 }
 
 func (l *Log) releaseReader(rf *readFile) {

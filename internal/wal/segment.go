@@ -48,18 +48,6 @@ func listSegments(dir string, logf func(msg string, args ...any)) ([]uint32, err
 	removed := false
 	for _, e := range entries {
 		name := e.Name()
-		if base, ok := strings.CutSuffix(name, removingSuffix); ok {
-			if _, ok := parseSegmentName(base); ok {
-				// RemoveSegmentsBefore renamed it before a crash: its
-				// records were no longer needed.
-				if err := datadir.RemoveGradually(filepath.Join(dir, name), removeStep); err != nil {
-					return nil, fmt.Errorf("wal: finish removing segment: %w", err)
-				}
-				logf("wal: finished removing an old segment", "file", filepath.Join(dir, name))
-				removed = true
-			}
-			continue
-		}
 		if base, ok := strings.CutSuffix(name, ".tmp"); ok {
 			if _, ok := parseSegmentName(base); ok {
 				// Renamed into place only after it was complete and
@@ -161,7 +149,8 @@ func (l *Log) createSegment(num uint32, capacity int64, zeroFill bool) (*writeSe
 // zeroChunk is how much writeZeros hands the disk at a time. Written
 // whole and synced once, 64 MiB of zeros made every fdatasync of the log
 // issued meanwhile wait behind them, up to 25 ms (docs/benchmarks.md,
-// "Housekeeping that stalled fdatasync"); a chunk at a time, up to 2 ms.
+// "Log compaction and activation lateness"); a chunk at a time, up to
+// 2–3 ms.
 const zeroChunk = 256 << 10
 
 // writeZeros writes zeros over the first size bytes of f, a chunk at a

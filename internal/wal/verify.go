@@ -28,7 +28,7 @@ type VerifyReport struct {
 	// Corruptions lists damage that recovery would refuse to skip without
 	// ForceRecovery. Empty means the log is sound.
 	Corruptions []*CorruptionError
-	Leftovers   []string // unfinished segment creations (.tmp) and removals (.removing) that Open would delete
+	Leftovers   []string // unfinished segment creations (.tmp) that Open would delete
 }
 
 // OK reports whether recovery would succeed without ForceRecovery.
@@ -175,11 +175,7 @@ func VerifyCounting(dir string, w io.Writer, count JobCounter) (VerifyReport, er
 		fmt.Fprintf(w, "  problem: %s\n", strings.TrimPrefix(ce.Error(), "wal: "))
 	}
 	for _, name := range rep.Leftovers {
-		what := "an unfinished segment creation"
-		if strings.HasSuffix(name, removingSuffix) {
-			what = "an unfinished segment removal"
-		}
-		fmt.Fprintf(w, "  note: %s is %s; opening the log deletes it\n", name, what)
+		fmt.Fprintf(w, "  note: %s is an unfinished segment creation; opening the log deletes it\n", name)
 	}
 	fmt.Fprintf(w, "summary: %d segment(s), %d record(s), %d body bytes", len(rep.Segments), rep.Records, rep.Bytes)
 	if rep.TornTail {
@@ -288,15 +284,6 @@ func countRuns(data []byte, runs []frameRun, count JobCounter) (frames, jobs int
 	return frames, jobs
 }
 
-// cutLeftover strips the suffix of a segment file that a crash left
-// behind mid-creation (.tmp) or mid-removal (.removing).
-func cutLeftover(name string) (string, bool) {
-	if base, ok := strings.CutSuffix(name, ".tmp"); ok {
-		return base, true
-	}
-	return strings.CutSuffix(name, removingSuffix)
-}
-
 // readSegmentNames lists segment numbers and leftover temporary files
 // without changing anything.
 func readSegmentNames(dir string) ([]uint32, []string, error) {
@@ -307,7 +294,7 @@ func readSegmentNames(dir string) ([]uint32, []string, error) {
 	var nums []uint32
 	var tmps []string
 	for _, e := range entries {
-		if base, ok := cutLeftover(e.Name()); ok {
+		if base, ok := strings.CutSuffix(e.Name(), ".tmp"); ok {
 			if _, ok := parseSegmentName(base); ok {
 				tmps = append(tmps, e.Name())
 			}
