@@ -184,8 +184,9 @@ func (l *Log) readChecked(seg uint32, off uint32, n uint32) (b, frame []byte, st
 // checks each frame once instead of once per payload (~200 KB per
 // 100-byte payload for batches of a thousand). Bytes that change on disk
 // after the frame was checked are not seen until the reader moves on, so
-// a reader is for one burst of reads (one compaction turn), not for
-// serving clients. Not safe for concurrent use.
+// a reader is for the reads of one job (a segment's relocation, whose
+// frames no longer change), not for serving clients. Not safe for
+// concurrent use.
 type FrameReader struct {
 	l     *Log
 	seg   uint32

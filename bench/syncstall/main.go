@@ -1,0 +1,172 @@
+//go:build linux
+
+// Command syncstall measures how long the log's fdatasync waits while the
+// disk does something else: small appends to a file, each made durable
+// with fdatasync, for a few seconds, while every 500 ms a background
+// goroutine does one of the things a log does besides appending (write a
+// new segment full of zeros, unlink an old one). It prints the fdatasync
+// latency percentiles (docs/benchmarks.md, "Log compaction and activation
+// lateness").
+//
+// Usage: go run ./bench/syncstall [-dir D] [-for 8s] MODE
+// MODE: none | zerofill (64 MiB of zeros, one fsync) | zerochunk (256 KiB
+// at a time, an fdatasync each) | zerodirect (256 KiB at a time, O_DIRECT)
+// | unlink (remove a written 64 MiB file)
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+const segSize = 64 << 20
+
+func main() {
+	dir := flag.String("dir", "/var/tmp/syncstall", "scratch directory (emptied, then removed)")
+	dur := flag.Duration("for", 8*time.Second, "how long to measure")
+	flag.Parse()
+	mode := flag.Arg(0)
+	if err := run(*dir, mode, *dur); err != nil {
+		fmt.Fprintln(os.Stderr, "syncstall:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, mode string, dur time.Duration) error {
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	zeros := make([]byte, segSize)
+	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := logf.WriteAt(zeros, 0); err != nil {
+		return err
+	}
+	if err := logf.Sync(); err != nil {
+		return err
+	}
+	// files for unlink to remove, written before the clock starts
+	var old []string
+	if mode == "unlink" {
+		for i := 0; i < int(dur/(500*time.Millisecond))+1; i++ {
+			p := filepath.Join(dir, fmt.Sprintf("old%d", i))
+			if err := os.WriteFile(p, zeros, 0o600); err != nil {
+				return err
+			}
+			old = append(old, p)
+		}
+		syscall.Sync()
+	}
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- background(dir, mode, zeros, old, stop) }()
+	buf := make([]byte, 4096)
+	var lat []time.Duration
+	for off, end := int64(0), time.Now().Add(dur); time.Now().Before(end); off = (off + 4096) % (segSize - 4096) {
+		if _, err := logf.WriteAt(buf, off); err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := syscall.Fdatasync(int(logf.Fd())); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t))
+		time.Sleep(200 * time.Microsecond)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		return err
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Microsecond) }
+	fmt.Printf("%-10s fdatasyncs %d  p50 %v  p99 %v  p99.9 %v  max %v\n", mode, len(lat), q(.5), q(.99), q(.999), q(1))
+	return nil
+}
+
+func background(dir, mode string, zeros []byte, old []string, stop chan struct{}) error {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+		p := filepath.Join(dir, fmt.Sprintf("new%d", i))
+		var err error
+		switch mode {
+		case "none":
+		case "zerofill":
+			err = writeFile(p, 0, func(f *os.File) error {
+				if _, err := f.WriteAt(zeros, 0); err != nil {
+					return err
+				}
+				return f.Sync()
+			})
+		case "zerochunk":
+			err = writeFile(p, 0, func(f *os.File) error {
+				for off := 0; off < segSize; off += 256 << 10 {
+					if _, err := f.WriteAt(zeros[:256<<10], int64(off)); err != nil {
+						return err
+					}
+					if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		case "zerodirect":
+			err = writeFile(p, syscall.O_DIRECT, func(f *os.File) error {
+				chunk, err := syscall.Mmap(-1, 0, 256<<10, syscall.PROT_READ, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+				if err != nil {
+					return err
+				}
+				defer syscall.Munmap(chunk)
+				for off := 0; off < segSize; off += len(chunk) {
+					if _, err := f.WriteAt(chunk, int64(off)); err != nil {
+						return err
+					}
+				}
+				return syscall.Fdatasync(int(f.Fd()))
+			})
+		case "unlink":
+			if i < len(old) {
+				if err = os.Remove(old[i]); err == nil {
+					err = syncDir(dir)
+				}
+			}
+		default:
+			return fmt.Errorf("unknown mode %q", mode)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func writeFile(path string, flag int, fn func(*os.File) error) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|flag, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
