@@ -124,10 +124,10 @@ func (c *compactor) step(b *Broker) {
 		c.nextPick = now.Add(time.Second)
 		c.seg = c.pick(b)
 		c.cursor, c.scanned, c.todo, c.at = 0, false, c.todo[:0], 0
-		c.rd = b.log.NewFrameReader()
 		if c.seg == 0 {
 			return
 		}
+		c.rd = b.log.NewFrameReader()
 		c.warm(b, c.seg)
 		// a new segment starts small: the counts the last one ended
 		// with (the table's tail, often no work) say nothing about it
