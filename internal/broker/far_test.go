@@ -122,6 +122,24 @@ func changedSnapshot(t *testing.T, b *Broker, clk *testClock, id string) {
 	farSnapshot(t, b)
 }
 
+// untilOnLoop polls cond on the loop (bounded) until it holds; what says
+// what failed to happen.
+func untilOnLoop(t *testing.T, b *Broker, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		ok, err := call(b, context.Background(), func(time.Time) (bool, error) { return cond(), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatal(what)
+		}
+	}
+}
+
 // waitBucketsDone polls (bounded) until every bucket has been taken back
 // in: the last step of a load runs on the loop after its jobs are back.
 func waitBucketsDone(t *testing.T, b *Broker) {
@@ -235,21 +253,9 @@ func TestFarHandOutCountsAsAChange(t *testing.T) {
 			if stop == "interval" {
 				clk.add(time.Hour) // openFar's SnapshotInterval
 				memJobs(t, b)      // a turn: the snapshot is due
-				for end := time.Now().Add(10 * time.Second); ; {
-					running, err := call(b, context.Background(), func(time.Time) (bool, error) {
-						return b.snap.iter != nil || b.snap.sealing != nil || b.snap.last.Before(clk.now()), nil
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !running {
-						break
-					}
-					if time.Now().After(end) {
-						t.Fatal("no snapshot an interval after the hand-out")
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
+				untilOnLoop(t, b, "no snapshot an interval after the hand-out", func() bool {
+					return b.snap.iter == nil && b.snap.sealing == nil && !b.snap.last.Before(clk.now())
+				})
 				b.skipFinalSnapshot = true
 			}
 			if err := b.Close(); err != nil {
@@ -954,19 +960,10 @@ func TestFarSnapshotTakingTheNewestsPlace(t *testing.T) {
 	farSnapshot(t, b)
 	waitFarAtLeast(n)
 	farSnapshot(t, b)
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		// the segments that snapshot let go are removed, off the loop
-		busy, err := call(b, ctx, func(time.Time) (bool, error) { return b.snap.dropAgain || b.snap.removing.running(), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !busy {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("old log segments still being removed")
-		}
-	}
+	// the segments that snapshot let go are removed, off the loop
+	untilOnLoop(t, b, "old log segments still being removed", func() bool {
+		return !b.snap.dropAgain && !b.snap.removing.running()
+	})
 	snaps := mustList(b)
 	b.skipFinalSnapshot = true
 	if err := b.Close(); err != nil {
