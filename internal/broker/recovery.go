@@ -31,6 +31,9 @@ func (b *Broker) recover() error {
 		return fmt.Errorf("broker: open log: %w", err)
 	}
 	b.log = log
+	if err := snapshot.RemoveLeftovers(b.snapDir()); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	snaps, err := snapshot.List(b.snapDir())
 	if err != nil {
 		return fmt.Errorf("broker: list snapshots: %w", err)

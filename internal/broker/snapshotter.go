@@ -40,11 +40,14 @@ type snapshotter struct {
 	cut      wal.Position
 	cutJobs  int
 	bk       backups
-	// removing: the background removal of old segments (dropSegments).
+	// removing: the background removal of old segments and pruned
+	// snapshot files (dropSegments).
 	// dropAgain: a removal was due while one ran, and step starts it once
 	// that one is over.
 	removing  chore
 	dropAgain bool
+	// retired: pruned snapshot files the next removal deletes
+	retired []string
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
@@ -187,9 +190,11 @@ func (s *snapshotter) finish(b *Broker, err error) {
 	s.newest, s.haveNewest = s.pos, true
 	b.opts.Observer.Snapshot(b.now().Sub(s.started))
 	b.lg.Info("snapshot written", "pos", s.pos.String(), "jobs", b.eng.Jobs(), "took", b.now().Sub(s.started).Round(time.Millisecond).String())
-	if err := snapshot.Prune(b.snapDir(), 2); err != nil {
+	retired, err := snapshot.Retire(b.snapDir(), 2)
+	if err != nil {
 		b.lg.Warn("snapshot: prune failed", "err", err)
 	}
+	s.retired = append(s.retired, retired...)
 	if !s.dropSegments(b) {
 		s.dropAgain = true
 	}
@@ -197,21 +202,51 @@ func (s *snapshotter) finish(b *Broker, err error) {
 }
 
 // dropSegments removes the longest run of oldest segments that the oldest
-// kept snapshot covers and that no live job's payload lives in. Which ones
-// is decided here, on the loop; the removal runs in a goroutine: it syncs
-// the log first (the payloads log compaction moved out of those segments
-// were written on the loop and must be durable before their old copies
-// go), then unlinks the files and syncs the directory, which at 64 MiB a
-// segment took tens of milliseconds each on the loop (docs/benchmarks.md,
-// "Restart with far-future jobs"). It reports false, doing nothing, while
-// an earlier removal still runs: the caller asks again later.
+// kept snapshot covers and that no live job's payload lives in, and the
+// snapshot files pruned since the last time (snapshot.Retire). Which
+// segments go is decided here, on the loop; the removal runs in a
+// goroutine: it syncs the log first (the payloads log compaction moved out
+// of those segments were written on the loop and must be durable before
+// their old copies go), then unlinks the files and syncs the directories —
+// tens of milliseconds a 64 MiB segment, hundreds a large snapshot file,
+// when they ran on the loop (docs/benchmarks.md, "Restart with far-future
+// jobs", "Log compaction and activation lateness"). It reports false,
+// doing nothing, while an earlier removal still runs: the caller asks
+// again later.
 func (s *snapshotter) dropSegments(b *Broker) bool {
 	if s.removing.running() {
 		return false
 	}
+	retired := s.retired
+	s.retired = nil
+	upto := s.droppable(b)
+	if upto == 0 && len(retired) == 0 {
+		return true
+	}
+	s.removing.start(func() {
+		if err := snapshot.RemoveRetired(retired); err != nil {
+			b.lg.Warn("snapshot: removing pruned snapshots failed", "err", err)
+		}
+		if upto == 0 {
+			return
+		}
+		if err := b.log.SyncWritten(); err != nil {
+			b.fail(err)
+			return
+		}
+		if err := b.log.RemoveSegmentsBefore(upto); err != nil && !errors.Is(err, wal.ErrClosed) {
+			b.lg.Warn("log: removing old segments failed", "err", err)
+		}
+	})
+	return true
+}
+
+// droppable answers the number of the first log segment that must stay,
+// 0 if none can go.
+func (s *snapshotter) droppable(b *Broker) uint32 {
 	snaps, err := snapshot.List(b.snapDir())
 	if err != nil || len(snaps) == 0 {
-		return true
+		return 0
 	}
 	cover := snaps[len(snaps)-1].Pos.Segment
 	if pin, ok := s.bk.minPin(); ok && pin < cover {
@@ -225,19 +260,7 @@ func (s *snapshotter) dropSegments(b *Broker) bool {
 		}
 		upto = seg.Number + 1
 	}
-	if upto == 0 {
-		return true
-	}
-	s.removing.start(func() {
-		if err := b.log.SyncWritten(); err != nil {
-			b.fail(err)
-			return
-		}
-		if err := b.log.RemoveSegmentsBefore(upto); err != nil && !errors.Is(err, wal.ErrClosed) {
-			b.lg.Warn("log: removing old segments failed", "err", err)
-		}
-	})
-	return true
+	return upto
 }
 
 // final writes a complete snapshot synchronously (clean shutdown).

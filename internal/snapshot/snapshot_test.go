@@ -236,6 +236,42 @@ func TestListPruneAndTemps(t *testing.T) {
 	}
 }
 
+// TestRetireThenRemove: Retire takes the old snapshots out of List's sight
+// at once and leaves the files for RemoveRetired; retired files a crash
+// left behind go with RemoveLeftovers.
+func TestRetireThenRemove(t *testing.T) {
+	dir := t.TempDir()
+	for i, p := range []wal.Position{pos(1, 64), pos(2, 64), pos(3, 64)} {
+		write(t, dir, p, [][]byte{item(i, 10)})
+	}
+	retired, err := Retire(dir, 2)
+	if err != nil || len(retired) != 1 {
+		t.Fatalf("Retire: %v %v", retired, err)
+	}
+	if infos, _ := List(dir); len(infos) != 2 || infos[1].Pos != pos(2, 64) {
+		t.Fatalf("List after Retire: %+v", infos)
+	}
+	if _, err := os.Stat(retired[0]); err != nil {
+		t.Fatalf("the retired file is already gone: %v", err)
+	}
+	if err := RemoveRetired(retired); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(retired[0]); !os.IsNotExist(err) {
+		t.Fatalf("retired file still there: %v", err)
+	}
+	left := filepath.Join(dir, Name(pos(0, 64))+retiredSuffix)
+	if err := os.WriteFile(left, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveLeftovers(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("leftover still there: %v", err)
+	}
+}
+
 func TestAbort(t *testing.T) {
 	dir := t.TempDir()
 	w, err := Create(dir, wal.Position{Segment: 1, Offset: 64})

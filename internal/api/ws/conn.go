@@ -172,11 +172,14 @@ func (c *conn) overflowLocked() {
 }
 
 // disconnect ends the connection for reason r: the client gets
-// {"disconnect":...} and a close frame with r's code.
-func (c *conn) disconnect(r disconnectReason) {
+// {"disconnect":...} and a close frame with r's code. It reports false
+// when the connection was already closing.
+func (c *conn) disconnect(r disconnectReason) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.closing
 	c.closeLocked(r, true)
-	c.mu.Unlock()
+	return !was
 }
 
 func (c *conn) closeLocked(r disconnectReason, push bool) {

@@ -529,10 +529,15 @@ func (s *Server) adminDisconnect(w http.ResponseWriter, r *http.Request) {
 	if req.Reconnect {
 		d = discAdminReconnect
 	}
+	// a connection an earlier call cut may not have left the maps yet:
+	// only the ones this call cuts count
+	n := 0
 	for _, c := range victims {
-		c.disconnect(d)
+		if c.disconnect(d) {
+			n++
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"disconnected": len(victims)})
+	writeJSON(w, http.StatusOK, map[string]int{"disconnected": n})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
