@@ -48,6 +48,9 @@ type snapshotter struct {
 	dropAgain bool
 	// retired: pruned snapshot files the next removal deletes
 	retired []string
+	// taken: the log bytes and far hand-out bytes the running snapshot
+	// took over from Broker.unsnapshotted (undo gives them back)
+	taken [2]int64
 }
 
 // A running snapshot gets a time budget per loop turn, in chunks, so a
@@ -159,14 +162,26 @@ func (s *snapshotter) begin(b *Broker) error {
 		}
 	}
 	s.w, s.iter, s.started = w, b.eng.Snapshot(), b.now()
+	s.taken = [2]int64{b.sink.written, b.far.handedOut}
 	b.sink.written, b.far.handedOut = 0, 0
 	b.opts.Observer.SnapshotRunning(true)
 	return nil
 }
 
+// undo is what every snapshot that failed once begun does: the bucket files
+// its manifest counted are unsynced again, and the changes it would have
+// recorded count as unsnapshotted again (Broker.unsnapshotted), so a clean
+// stop does not skip its final snapshot for a state no snapshot holds.
+func (s *snapshotter) undo(b *Broker) {
+	b.far.unsynced()
+	b.sink.written += s.taken[0]
+	b.far.handedOut += s.taken[1]
+	s.taken = [2]int64{}
+}
+
 func (s *snapshotter) abort(b *Broker, err error) {
 	b.lg.Error("snapshot failed", "err", err)
-	b.far.unsynced()
+	s.undo(b)
 	s.farSyncs = nil
 	b.opts.Observer.SnapshotRunning(false)
 	s.w.Abort()
@@ -180,12 +195,12 @@ func (s *snapshotter) finish(b *Broker, err error) {
 	b.opts.Observer.SnapshotRunning(false)
 	s.backupsTaken(b, err)
 	if err != nil {
-		b.far.unsynced()
+		s.undo(b)
 		b.lg.Error("snapshot: commit failed", "err", err)
 		s.lastErr = b.now()
 		return
 	}
-	s.last = b.now()
+	s.last, s.taken = b.now(), [2]int64{}
 	replaced := s.haveNewest && s.pos == s.newest
 	s.newest, s.haveNewest = s.pos, true
 	b.opts.Observer.Snapshot(b.now().Sub(s.started))
@@ -289,7 +304,7 @@ func (s *snapshotter) final(b *Broker, _ time.Time) error {
 			b.opts.Observer.SnapshotRunning(false)
 			s.iter.Close()
 			s.w.Abort()
-			b.far.unsynced()
+			s.undo(b)
 			return fmt.Errorf("snapshot: %w", err)
 		}
 	}

@@ -50,10 +50,7 @@ func TestRelocateReadsInLogOrder(t *testing.T) {
 	})
 	// a job's result comes right after its payload, so the payloads (JSON
 	// objects; the results read "done") are the ones in log order
-	var found []Pinned
-	for cursor, done := uint32(0), false; !done; {
-		cursor, done, found = f.e.FindPinned(1, cursor, 7, found)
-	}
+	found := findPinned(f.e, 1, 7)
 	slices.SortFunc(found, func(a, b Pinned) int { return cmp.Compare(a.Off, b.Off) })
 	f.sink.num = 2 // the re-logged copies go to a later segment
 	var payloads []uint32
@@ -100,10 +97,7 @@ func TestRelocateSkipsWhatChangedSinceTheScan(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		ids = append(ids, f.put("q", PutRequest{Payload: []byte(fmt.Sprintf("payload %d", i))}).ID)
 	}
-	var found []Pinned
-	for cursor, done := uint32(0), false; !done; {
-		cursor, done, found = f.e.FindPinned(1, cursor, 1<<20, found)
-	}
+	found := findPinned(f.e, 1, 1<<20)
 	if len(found) != 200 {
 		t.Fatalf("found %d blobs in segment 1, want 200", len(found))
 	}
@@ -148,4 +142,13 @@ func TestRelocateSkipsWhatChangedSinceTheScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameAsReplay(t, f)
+}
+
+// findPinned scans the whole table for the blobs in seg, step slots a call.
+func findPinned(e *Engine, seg uint32, step int) []Pinned {
+	var found []Pinned
+	for cursor, done := uint32(0), false; !done; {
+		cursor, done, found = e.FindPinned(seg, cursor, step, found)
+	}
+	return found
 }

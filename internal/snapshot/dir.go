@@ -93,7 +93,7 @@ const retiredSuffix = ".retired"
 // Retire, and a retired file left behind is deleted by RemoveLeftovers.
 func Retire(dir string, keep int) ([]string, error) {
 	if keep < 1 {
-		return nil, fmt.Errorf("snapshot: Prune must keep at least one snapshot, not %d", keep)
+		return nil, fmt.Errorf("snapshot: pruning must keep at least one snapshot, not %d", keep)
 	}
 	infos, err := List(dir)
 	if err != nil {
