@@ -7,7 +7,6 @@ require (
 	github.com/beanstalkd/go-beanstalk v0.2.0
 	github.com/gobwas/ws v1.4.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
-	github.com/google/btree v1.1.3
 	github.com/gorilla/websocket v1.5.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/oklog/ulid/v2 v2.1.2
@@ -15,8 +14,8 @@ require (
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/robfig/cron/v3 v3.0.1
+	github.com/tidwall/btree v1.8.2
 	go.etcd.io/raft/v3 v3.6.0
-	golang.org/x/net v0.62.0
 	gonum.org/v1/plot v0.17.0
 )
 

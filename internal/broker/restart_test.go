@@ -17,13 +17,16 @@ import (
 
 // TestRestartTime measures recovery: CHRONOQ_RESTART_JOBS=N fills N jobs
 // (100-byte payloads, half delayed; with CHRONOQ_RESTART_MIX=1 also a
-// tenth keyed and a twentieth tagged, BenchmarkMemoryPerJob's mix), and
+// tenth keyed and a twentieth tagged, BenchmarkMemoryPerJob's mix; with
+// CHRONOQ_RESTART_MIX=keyed every job keyed over 50 000 keys and half of
+// them tagged, what stays in memory after a far drain), and
 // reports the time to reopen from the shutdown snapshot alone and from
 // snapshot + log tail (CHRONOQ_RESTART_TAIL=0 stops after the first).
 // CHRONOQ_RESTART_DIR=D instead reopens the existing data directory D
 // (e.g. what `KEEP=1 bench/scale.sh` leaves) without writing a snapshot,
-// so it can be timed again and again; CHRONOQ_RESTART_CPUPROFILE=F writes
-// a CPU profile of that reopening to F, and CHRONOQ_RESTART_HINTS=M loads
+// so it can be timed again and again (CHRONOQ_RESTART_KEEP=D fills D and
+// leaves it); CHRONOQ_RESTART_CPUPROFILE=F writes
+// a CPU profile of the (first) reopening to F, and CHRONOQ_RESTART_HINTS=M loads
 // with the slab memory hints M (memhint.Mode: 0 none, 1 huge pages, 2
 // pre-fault, 3 both, the default above 2 GiB) at any size.
 // Not run by default: it is a measurement, not a check.
@@ -37,7 +40,11 @@ func TestRestartTime(t *testing.T) {
 		t.Skip("set CHRONOQ_RESTART_JOBS=N to measure restart time with N jobs")
 	}
 	mix := os.Getenv("CHRONOQ_RESTART_MIX") == "1"
+	allKeyed := os.Getenv("CHRONOQ_RESTART_MIX") == "keyed"
 	dir := t.TempDir()
+	if keep := os.Getenv("CHRONOQ_RESTART_KEEP"); keep != "" {
+		dir = keep // left behind for CHRONOQ_RESTART_DIR
+	}
 	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}, SnapshotBytes: 1 << 40}
 	b, err := Open(opts)
 	if err != nil {
@@ -62,6 +69,13 @@ func TestRestartTime(t *testing.T) {
 					batch[i].Tags = map[string]string{"tenant": strconv.Itoa(k % 100)}
 				}
 			}
+			if allKeyed {
+				k := put + i
+				batch[i].Key = "user:" + strconv.Itoa(k%50000)
+				if k%2 == 0 {
+					batch[i].Tags = map[string]string{"tenant": strconv.Itoa(k % 100)}
+				}
+			}
 		}
 		if _, err := b.PutBatch(ctx, "default", "q", batch); err != nil {
 			t.Fatal(err)
@@ -77,8 +91,10 @@ func TestRestartTime(t *testing.T) {
 	snapBytes := dirSize(t, dir+"/snap")
 
 	runtime.GC()
+	stopProfile := profileIfAsked(t)
 	start = time.Now()
 	b, err = Open(opts)
+	stopProfile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,19 +139,10 @@ func reopenForTiming(t *testing.T, dir string) {
 		slabHints, slabHintsMin = memhint.Mode(m), 0
 	}
 	opts := Options{Dir: dir, Logger: quiet, WAL: wal.Options{Sync: wal.SyncNever, Logger: quiet}, SnapshotBytes: 1 << 40}
-	if path := os.Getenv("CHRONOQ_RESTART_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			t.Fatal(err)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	stopProfile := profileIfAsked(t)
 	start := time.Now()
 	b, err := Open(opts)
+	stopProfile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +156,26 @@ func reopenForTiming(t *testing.T, dir string) {
 	b.skipFinalSnapshot = true
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// profileIfAsked starts a CPU profile into CHRONOQ_RESTART_CPUPROFILE, if
+// set, and returns what stops it.
+func profileIfAsked(t *testing.T) (stop func()) {
+	path := os.Getenv("CHRONOQ_RESTART_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

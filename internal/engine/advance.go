@@ -81,7 +81,7 @@ func (e *Engine) advanceTo(t int64) {
 			slot := e.delayed.s[0]
 			q := e.queues[e.jq(e.jobs.get(slot))]
 			e.unplace(q, slot)
-			e.ripen(q, slot)
+			e.ripen(q, slot, nil)
 		case evReservation:
 			e.expireReservation(e.reserved.s[0].slot)
 		case evRetention:

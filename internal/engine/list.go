@@ -194,7 +194,7 @@ func (e *Engine) listKeyed(q *queue, f *Filter, mask uint8, after *listKey, ord 
 	}
 	for _, s := range []State{StateDead, StateCompleted} {
 		if t := q.lists.byID[idIndexOf(s)]; t != nil && mask&(1<<s) != 0 {
-			t.Ascend(func(it idItem) bool {
+			t.Scan(func(it idItem) bool {
 				visit(it.slot)
 				return true
 			})
@@ -319,7 +319,7 @@ func (e *Engine) listSeq(q *queue, f *Filter, mask uint8, after *listKey, limit 
 	}
 	var out []listItem
 	q.lists.probe.idx = start >> seqPageBits
-	q.lists.blocks.AscendGreaterOrEqual(&q.lists.probe, func(b *seqBlock) bool {
+	q.lists.blocks.Ascend(&q.lists.probe, func(b *seqBlock) bool {
 		left := b.count(mask)
 		if left == 0 {
 			return true
@@ -372,11 +372,11 @@ func (e *Engine) listByID(q *queue, f *Filter, s State, after *listKey, limit in
 		return len(out) <= limit
 	}
 	if after == nil {
-		t.Ascend(visit)
+		t.Scan(visit)
 		return out
 	}
 	e.idPivot = after.id
-	t.AscendGreaterOrEqual(pivotItem(after.id), visit)
+	t.Ascend(pivotItem(after.id), visit)
 	e.idPivot = ""
 	return out
 }
@@ -391,7 +391,7 @@ func (e *Engine) listQueueDelayed(q *queue, f *Filter, mask uint8, after *listKe
 		return nil
 	}
 	var out []listItem
-	q.lists.blocks.Ascend(func(b *seqBlock) bool {
+	q.lists.blocks.Scan(func(b *seqBlock) bool {
 		left := b.n[StateDelayed-1]
 		lo := b.idx << seqPageBits
 		p := e.seqs.page(b.idx)

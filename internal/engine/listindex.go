@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"github.com/google/btree"
+	"github.com/tidwall/btree"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -81,11 +81,11 @@ func (l *queueLists) block(idx uint64) *seqBlock {
 	if b == nil || b.idx != idx {
 		if b = l.byIdx[idx]; b == nil {
 			if l.blocks == nil {
-				l.blocks = btree.NewG(16, lessBlock)
+				l.blocks = btree.NewBTreeGOptions(lessBlock, btree.Options{Degree: 16, NoLocks: true})
 				l.byIdx = make(map[uint64]*seqBlock)
 			}
 			b = &seqBlock{idx: idx}
-			l.blocks.ReplaceOrInsert(b)
+			l.blocks.Set(b)
 			l.byIdx[idx] = b
 		}
 	}
@@ -130,10 +130,19 @@ func (e *Engine) noteState(q *queue, slot uint32, j *job, s State) {
 	if ni >= 0 {
 		t := l.byID[ni]
 		if t == nil {
-			t = btree.NewG(32, e.idLess)
+			t = btree.NewBTreeGOptions(e.idLess, btree.Options{Degree: 32, NoLocks: true})
 			l.byID[ni] = t
 		}
-		t.ReplaceOrInsert(it)
+		if e.bulk.on {
+			// A snapshot lists a queue's jobs mostly in id order: Load
+			// appends such an item to the last leaf with one comparison
+			// (a full descent otherwise, 0.45 s of a restart of 5 M keyed
+			// jobs) and leaves full leaves behind instead of half-full
+			// ones; an item out of order it inserts as Set does.
+			t.Load(it)
+		} else {
+			t.Set(it)
+		}
 	}
 }
 

@@ -37,7 +37,7 @@ func (e *Engine) checkListIndexes() error {
 		}
 		var err error
 		if q.lists.blocks != nil {
-			q.lists.blocks.Ascend(func(b *seqBlock) bool {
+			q.lists.blocks.Scan(func(b *seqBlock) bool {
 				k := bk{q.idx, b.idx}
 				var total uint32
 				for _, c := range b.n {
@@ -70,7 +70,7 @@ func (e *Engine) checkListIndexes() error {
 			var got []uint32
 			if t := q.lists.byID[i]; t != nil {
 				prev := ""
-				t.Ascend(func(it idItem) bool {
+				t.Scan(func(it idItem) bool {
 					id := e.jobID(it.slot)
 					if it != e.idItemOf(it.slot) || len(got) > 0 && prev >= id {
 						err = fmt.Errorf("queue %s %s index: %s after %s, or a stale item", q.name, s, id, prev)
@@ -117,5 +117,58 @@ func TestULIDPrefixIsTheTextPrefix(t *testing.T) {
 		if k0 != w0 || k1 != w1 {
 			t.Fatalf("%s: prefix %x %x, its text's %x %x", u, k0, k1, w0, w1)
 		}
+	}
+}
+
+// A bulk load appends to the id indexes (Tree.Load) while jobs come in id
+// order; jobs that do not must still land in their places. Here a key's
+// blocked jobs have client ids in descending order, then ascending again.
+func TestBulkLoadIDIndexOutOfOrder(t *testing.T) {
+	f := newFixture(t)
+	var want []string
+	for i := 0; i < 300; i++ {
+		id := fmt.Sprintf("job-%04d", 1000-i)
+		if i >= 200 {
+			id = fmt.Sprintf("job-%04d", 2000+i)
+		}
+		f.put("q", PutRequest{ID: id, Key: "k"})
+		if i > 0 { // the first is the chain's ready head
+			want = append(want, id)
+		}
+	}
+	slices.Sort(want)
+	it := f.e.Snapshot()
+	r := New(Options{Seed: 3})
+	r.StartBulkLoad()
+	for {
+		item, ok := it.NextItem(nil, 16)
+		if !ok {
+			break
+		}
+		if err := r.LoadItem(item); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.FinishBulkLoad()
+	if err := r.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	req := ListRequest{Filter: Filter{States: []State{StateBlocked}}, Limit: 64}
+	for {
+		page, err := r.List(f.now, "default", "q", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			got = append(got, j.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		req.Cursor = page.NextCursor
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("blocked jobs listed after the load:\n%v\nwant\n%v", got, want)
 	}
 }

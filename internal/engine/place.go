@@ -117,11 +117,12 @@ func (e *Engine) placePending(q *queue, slot uint32) {
 		e.noteFar(slot)
 		return
 	}
-	e.ripen(q, slot)
+	e.ripen(q, slot, nil)
 }
 
-// ripen handles a pending job whose activation time has come.
-func (e *Engine) ripen(q *queue, slot uint32) {
+// ripen handles a pending job whose activation time has come. c is the
+// chain of a keyed job when the caller has it at hand, or nil.
+func (e *Engine) ripen(q *queue, slot uint32, c *chain) {
 	j := e.jobs.get(slot)
 	if j.key == 0 {
 		e.setState(q, slot, j, StateReady)
@@ -130,11 +131,13 @@ func (e *Engine) ripen(q *queue, slot uint32) {
 		return
 	}
 	e.setState(q, slot, j, StateBlocked)
-	c := e.chainOf(q, j.key, true)
+	if c == nil {
+		c = e.chainOf(q, j.key, true)
+	}
 	if q.cfg.KeyMode == KeyExclusive {
 		e.hpush(&c.sub, slot)
 	}
-	e.refresh(q, j.key)
+	e.refreshChain(q, j.key, c)
 }
 
 func (e *Engine) placeReserved(q *queue, slot uint32, r resvInfo) {
@@ -152,10 +155,13 @@ func (e *Engine) placeReserved(q *queue, slot uint32, r resvInfo) {
 // strict, the head when nothing of the key is reserved; exclusive, the best
 // ripe job when nothing of the key is reserved.
 func (e *Engine) refresh(q *queue, key uint32) {
-	c := q.chains[key]
-	if c == nil {
-		return
+	if c := q.chains[key]; c != nil {
+		e.refreshChain(q, key, c)
 	}
+}
+
+// refreshChain is refresh of c, the chain of key in q.
+func (e *Engine) refreshChain(q *queue, key uint32, c *chain) {
 	if len(c.live()) == 0 && c.reserved == 0 {
 		delete(q.chains, key)
 		if int(key) < len(e.bulk.chains) && e.bulk.chains[key].c == c {

@@ -263,7 +263,7 @@ func (e *Engine) moveJob(from, to uint32) {
 		}
 	}
 	if ii >= 0 {
-		q.lists.byID[ii].ReplaceOrInsert(e.idItemOf(to))
+		q.lists.byID[ii].Set(e.idItemOf(to))
 	}
 	*e.jobs.get(from) = job{}
 }

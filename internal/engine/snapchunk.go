@@ -445,12 +445,15 @@ func (r *chunkReader) count(what string, min int) int {
 // goroutine while the engine installs this one (Engine.LoadParsed). It
 // points into the item's bytes, which must stay unchanged until then.
 type ParsedChunk struct {
-	v1       bool
-	recSize  int
-	n        int
-	recs     []byte
-	classes  map[uint32]*chunkClass
-	keys     map[uint32][]byte
+	v1      bool
+	recSize int
+	n       int
+	recs    []byte
+	classes map[uint32]*chunkClass
+	// recKeys[i] is the bytes of record i's key (nil without one), found
+	// in the chunk's key table by ParseChunk, which runs on a goroutine of
+	// its own: a lookup per keyed job off the installing one
+	recKeys  [][]byte
 	exts     []chunkExt
 	resvs    []chunkResv
 	attempts []chunkAttempt
@@ -585,7 +588,10 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	pc := &ParsedChunk{v1: v1, recSize: recSize, n: n, recs: recs, classes: classes, keys: keys, exts: exts, resvs: resvs, attempts: attempts}
+	pc := &ParsedChunk{v1: v1, recSize: recSize, n: n, recs: recs, classes: classes, exts: exts, resvs: resvs, attempts: attempts}
+	if len(keys) > 0 {
+		pc.recKeys = make([][]byte, n)
+	}
 	// check every record before installing any, so a bad chunk leaves
 	// nothing half-loaded behind
 	var j job
@@ -615,8 +621,12 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 			}
 			lastCls = j.cls
 		}
-		if _, ok := keys[j.key]; j.key != 0 && !ok {
-			return nil, fmt.Errorf("job %d: key id %d not in the chunk's table", i, j.key)
+		if j.key != 0 {
+			k, ok := keys[j.key]
+			if !ok {
+				return nil, fmt.Errorf("job %d: key id %d not in the chunk's table", i, j.key)
+			}
+			pc.recKeys[i] = k
 		}
 		if hasResv != (j.state == StateReserved) {
 			return nil, fmt.Errorf("job %d: reservation does not match its state", i)
@@ -658,7 +668,7 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 			return fmt.Errorf("%w: job chunk: job of unknown queue %q in namespace %q", ErrCorrupt, c.name, c.ns)
 		}
 	}
-	v1, n, classes, keys, exts, resvs, attempts := pc.v1, pc.n, pc.classes, pc.keys, pc.exts, pc.resvs, pc.attempts
+	v1, n, classes, exts, resvs, attempts := pc.v1, pc.n, pc.classes, pc.exts, pc.resvs, pc.attempts
 	rec := pc.rec
 	xi, ri, ai := 0, 0, 0
 	// Into a slab with no freed slots (a snapshot load's) the chunk's jobs
@@ -718,7 +728,7 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		j.state, j.hidx = StateNone, 0
 		j.flags &^= fAttempt
 		if j.key != 0 {
-			j.key = e.loadKey(j.key, keys[j.key])
+			j.key = e.loadKey(j.key, pc.recKeys[i])
 		}
 		e.seq = max(e.seq, j.seqNo())
 		var x jobExt
@@ -770,9 +780,12 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 			e.setState(q, slot, j, StateCompleted)
 			e.tpush(&e.completed, x.retainUntil, slot)
 		default:
-			if e.bulk.on && j.atMS() > e.now {
+			switch {
+			case j.atMS() <= e.now:
+				e.ripen(q, slot, ch) // the chain it is in, not looked up again
+			case e.bulk.on:
 				e.bulkDelay(q, slot)
-			} else {
+			default:
 				e.placePending(q, slot)
 			}
 		}
@@ -783,8 +796,15 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		// neither the head nor what is reserved, so the chain's ready
 		// member stays what it was: refresh would only re-read the head
 		// (a cache miss per keyed job, 10 % of the restart at 30 M jobs).
-		if j.key != 0 && !(chained && j.state == StateDelayed && ch.live()[0] != slot) {
+		// A ripe job's chain was refreshed by ripen.
+		switch {
+		case j.key == 0:
+		case !chained:
 			e.refresh(q, j.key)
+		case j.state == StateDelayed && ch.live()[0] != slot:
+		case j.state == StateReady || j.state == StateBlocked:
+		default:
+			e.refreshChain(q, j.key, ch)
 		}
 	}
 	if runBytes > 0 {
