@@ -8,7 +8,7 @@
 // latency percentiles (docs/benchmarks.md, "Log compaction and activation
 // lateness").
 //
-// Usage: go run ./bench/syncstall [-dir D] [-for 8s] MODE
+// Usage: go run ./bench/syncstall [-dir D] [-for 8s] [-size 64MiB] [-every 500ms] MODE
 // MODE: none | zerofill (64 MiB of zeros, one fsync) | zerochunk (256 KiB
 // at a time, an fdatasync each) | zerodirect (256 KiB at a time, O_DIRECT)
 // | unlink (remove a written 64 MiB file)
@@ -24,12 +24,23 @@ import (
 	"time"
 )
 
-const segSize = 64 << 20
+const segSize = 64 << 20 // the appended file's
+
+// the background work's file size and period (-size in MiB, -every): the
+// same bytes per second in smaller files shows whether a stall scales
+// with the file
+var (
+	bgSize  = segSize
+	bgEvery = 500 * time.Millisecond
+)
 
 func main() {
 	dir := flag.String("dir", "/var/tmp/syncstall", "scratch directory (emptied, then removed)")
 	dur := flag.Duration("for", 8*time.Second, "how long to measure")
+	size := flag.Int("size", segSize>>20, "background work: file size, MiB")
+	flag.DurationVar(&bgEvery, "every", bgEvery, "background work: how often")
 	flag.Parse()
+	bgSize = *size << 20
 	mode := flag.Arg(0)
 	if err := run(*dir, mode, *dur); err != nil {
 		fmt.Fprintln(os.Stderr, "syncstall:", err)
@@ -43,12 +54,12 @@ func run(dir, mode string, dur time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	zeros := make([]byte, segSize)
+	zeros := make([]byte, max(segSize, bgSize))
 	logf, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := logf.WriteAt(zeros, 0); err != nil {
+	if _, err := logf.WriteAt(zeros[:segSize], 0); err != nil {
 		return err
 	}
 	if err := logf.Sync(); err != nil {
@@ -57,9 +68,9 @@ func run(dir, mode string, dur time.Duration) error {
 	// files for unlink to remove, written before the clock starts
 	var old []string
 	if mode == "unlink" {
-		for i := 0; i < int(dur/(500*time.Millisecond))+1; i++ {
+		for i := 0; i < int(dur/bgEvery)+1; i++ {
 			p := filepath.Join(dir, fmt.Sprintf("old%d", i))
-			if err := os.WriteFile(p, zeros, 0o600); err != nil {
+			if err := os.WriteFile(p, zeros[:bgSize], 0o600); err != nil {
 				return err
 			}
 			old = append(old, p)
@@ -87,7 +98,7 @@ func run(dir, mode string, dur time.Duration) error {
 	}
 	slices.Sort(lat)
 	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Microsecond) }
-	fmt.Printf("%-10s fdatasyncs %d  p50 %v  p99 %v  p99.9 %v  max %v\n", mode, len(lat), q(.5), q(.99), q(.999), q(1))
+	fmt.Printf("%-10s %3d MiB every %-6v fdatasyncs %d  p50 %v  p99 %v  p99.9 %v  max %v\n", mode, bgSize>>20, bgEvery, len(lat), q(.5), q(.99), q(.999), q(1))
 	return nil
 }
 
@@ -96,7 +107,7 @@ func background(dir, mode string, zeros []byte, old []string, stop chan struct{}
 		select {
 		case <-stop:
 			return nil
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(bgEvery):
 		}
 		p := filepath.Join(dir, fmt.Sprintf("new%d", i))
 		var err error
@@ -104,14 +115,14 @@ func background(dir, mode string, zeros []byte, old []string, stop chan struct{}
 		case "none":
 		case "zerofill":
 			err = writeFile(p, 0, func(f *os.File) error {
-				if _, err := f.WriteAt(zeros, 0); err != nil {
+				if _, err := f.WriteAt(zeros[:bgSize], 0); err != nil {
 					return err
 				}
 				return f.Sync()
 			})
 		case "zerochunk":
 			err = writeFile(p, 0, func(f *os.File) error {
-				for off := 0; off < segSize; off += 256 << 10 {
+				for off := 0; off < bgSize; off += 256 << 10 {
 					if _, err := f.WriteAt(zeros[:256<<10], int64(off)); err != nil {
 						return err
 					}
@@ -128,7 +139,7 @@ func background(dir, mode string, zeros []byte, old []string, stop chan struct{}
 					return err
 				}
 				defer syscall.Munmap(chunk)
-				for off := 0; off < segSize; off += len(chunk) {
+				for off := 0; off < bgSize; off += len(chunk) {
 					if _, err := f.WriteAt(chunk, int64(off)); err != nil {
 						return err
 					}

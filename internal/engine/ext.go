@@ -45,7 +45,7 @@ const (
 )
 
 type extStore struct {
-	refs     map[uint32]uint64 // slot → chunk<<32 | offset of the entry
+	refs     extRefs // slot → chunk<<32 | offset of the entry
 	chunks   [][]byte
 	live     int // bytes of referenced entries
 	garbage  int // bytes of entries no longer referenced
@@ -65,16 +65,16 @@ type extPending struct {
 	ref  uint64
 }
 
-func newExtStore() extStore { return extStore{refs: make(map[uint32]uint64)} }
+func newExtStore() extStore { return extStore{} }
 
-func (s *extStore) len() int { return len(s.refs) + len(s.pending) }
+func (s *extStore) len() int { return s.refs.len() + len(s.pending) }
 
 // entry returns the encoded bytes of slot's entry (nil if none).
 func (s *extStore) entry(slot uint32) []byte {
 	if s.deferring {
 		s.flush() // a bulk load reads no entry; be right if one did
 	}
-	ref, ok := s.refs[slot]
+	ref, ok := s.refs.get(slot)
 	if !ok {
 		return nil
 	}
@@ -108,7 +108,7 @@ func (s *extStore) set(slot uint32, x *jobExt) {
 	c = binary.AppendUvarint(c, uint64(len(s.buf)))
 	c = append(c, s.buf...)
 	s.chunks[last] = c
-	s.refs[slot] = uint64(last)<<32 | uint64(off)
+	s.refs.set(slot, uint64(last)<<32|uint64(off))
 	s.live += need
 }
 
@@ -130,7 +130,7 @@ func (s *extStore) addRaw(slot uint32, b []byte) {
 	if s.deferring {
 		s.pending = append(s.pending, extPending{slot, ref})
 	} else {
-		s.refs[slot] = ref
+		s.refs.set(slot, ref)
 	}
 	s.live += need
 }
@@ -138,9 +138,7 @@ func (s *extStore) addRaw(slot uint32, b []byte) {
 // flush ends deferring: the pending refs go into the map.
 func (s *extStore) flush() {
 	s.deferring = false
-	for _, p := range s.pending {
-		s.refs[p.slot] = p.ref
-	}
+	s.refs.setAll(s.pending)
 	s.pending = nil
 }
 
@@ -214,7 +212,7 @@ func (s *extStore) del(slot uint32) {
 	if b == nil {
 		return
 	}
-	delete(s.refs, slot)
+	s.refs.del(slot)
 	n := entrySize(len(b))
 	s.live -= n
 	s.garbage += n
@@ -229,20 +227,19 @@ func (s *extStore) compact() {
 	s.chunks = nil
 	s.compacts++
 	s.live, s.garbage = 0, 0
-	for slot, ref := range s.refs {
-		c := old[ref>>32]
-		off := uint32(ref)
-		n, k := binary.Uvarint(c[off:])
-		raw := c[off : int(off)+k+int(n)]
+	s.refs.each(func(e *extCell) {
+		c := old[e.chunk]
+		n, k := binary.Uvarint(c[e.off:])
+		raw := c[e.off : int(e.off)+k+int(n)]
 		last := len(s.chunks) - 1
 		if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < len(raw) {
 			s.chunks = append(s.chunks, make([]byte, 0, max(extChunkSize, len(raw))))
 			last++
 		}
-		s.refs[slot] = uint64(last)<<32 | uint64(len(s.chunks[last]))
+		e.chunk, e.off = uint32(last), uint32(len(s.chunks[last]))
 		s.chunks[last] = append(s.chunks[last], raw...)
 		s.live += len(raw)
-	}
+	})
 }
 
 // get decodes slot's entry; ok is false when the job has none. The

@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"github.com/tidwall/btree"
 	"github.com/oklog/ulid/v2"
+	"github.com/tidwall/btree"
 )
 
 // Listing indexes (docs/api.md, list; list.go walks them). Two per queue,

@@ -102,7 +102,7 @@ func (e *Engine) applyLoadHints(h *LoadHints) {
 		e.keys.refs = append(make([]uint32, 0, k+1), e.keys.refs...)
 	}
 	if x := c(h.Exts); x > 0 && e.exts.len() == 0 {
-		e.exts.refs = make(map[uint32]uint64, x)
+		e.exts.refs.reserve(x)
 		// the arena's chunks are appended, never copied: only the list
 		// of them is sized
 		e.exts.chunks = make([][]byte, 0, c(h.ExtBytes)/extChunkSize+1)

@@ -216,8 +216,9 @@ func (e *Engine) moveJob(from, to uint32) {
 	j = e.jobs.get(to)
 	if j.flags&fHasExt != 0 {
 		// first: the id table hashes a client id read from here
-		e.exts.refs[to] = e.exts.refs[from]
-		delete(e.exts.refs, from)
+		ref, _ := e.exts.refs.get(from)
+		e.exts.refs.del(from)
+		e.exts.refs.set(to, ref)
 		if x, _ := e.exts.get(to); len(x.tags) > 0 {
 			for i := 0; i+1 < len(x.tags); i += 2 {
 				set := e.tagIndex[tagKey(x.tags[i], x.tags[i+1])]

@@ -80,12 +80,7 @@ func (t *slotTable[H]) resize(e *Engine, size int) {
 	}
 }
 
-// placeAll inserts many slots at once. In runs of up to placeRun slots,
-// each slot's home position is computed in the order given (a bulk load's:
-// slot order, so the jobs' records are read front to back), the run is
-// sorted by home with one counting-sort pass over the top 16 bits, and
-// placed in that order, so the table is written front to back instead of
-// at random. A run bounds the scratch memory to 16 bytes per slot of it.
+// placeAll inserts many slots at once, in table order (placeSorted).
 func (t *slotTable[H]) placeAll(e *Engine, slots []uint32) {
 	if len(slots) == 0 {
 		return
@@ -94,42 +89,53 @@ func (t *slotTable[H]) placeAll(e *Engine, slots []uint32) {
 		t.resize(e, need)
 	}
 	mask := uint64(len(t.slots) - 1)
-	if len(slots) < 4096 || mask >= 1<<32 {
-		for _, s := range slots {
-			t.place(e, s)
+	placeSorted(len(slots), mask, func(k int) uint64 { return t.h.hash(e, slots[k]) & mask }, func(k int, i uint64) {
+		for t.slots[i] != noSlot {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = slots[k]
+		t.n++
+	})
+}
+
+// placeSorted calls place for n items of a table of mask+1 cells in the
+// order of their home positions. In runs of up to placeRun items, each
+// item's home is computed in the order given (a bulk load's: slot order,
+// so the jobs' records are read front to back), the run is sorted by home
+// with one counting-sort pass over the top 16 bits, and placed in that
+// order, so the table is written front to back instead of at random. A run
+// bounds the scratch memory to 16 bytes per item of it.
+func placeSorted(n int, mask uint64, home func(k int) uint64, place func(k int, home uint64)) {
+	if n < 4096 || mask >= 1<<32 {
+		for k := 0; k < n; k++ {
+			place(k, home(k))
 		}
 		return
 	}
 	shift := max(bits.Len64(mask)-16, 0)
 	start := make([]int, mask>>shift+2)
-	run := min(len(slots), placeRun)
-	homes := make([]uint64, run)  // home<<32 | slot, in the order given
+	run := min(n, placeRun)
+	homes := make([]uint64, run)  // home<<32 | index in the run, in the order given
 	sorted := make([]uint64, run) // the same, by home
-	for len(slots) > 0 {
-		n := min(len(slots), run)
+	for base := 0; base < n; base += run {
+		m := min(n-base, run)
 		clear(start)
-		for i, s := range slots[:n] {
-			home := t.h.hash(e, s) & mask
-			homes[i] = home<<32 | uint64(s)
-			start[home>>shift+1]++
+		for i := 0; i < m; i++ {
+			h := home(base + i)
+			homes[i] = h<<32 | uint64(i)
+			start[h>>shift+1]++
 		}
 		for i := 1; i < len(start); i++ {
 			start[i] += start[i-1]
 		}
-		for _, v := range homes[:n] {
+		for _, v := range homes[:m] {
 			b := v >> 32 >> shift
 			sorted[start[b]] = v
 			start[b]++
 		}
-		for _, v := range sorted[:n] {
-			i := v >> 32
-			for t.slots[i] != noSlot {
-				i = (i + 1) & mask
-			}
-			t.slots[i] = uint32(v)
-			t.n++
+		for _, v := range sorted[:m] {
+			place(base+int(uint32(v)), v>>32)
 		}
-		slots = slots[n:]
 	}
 }
 

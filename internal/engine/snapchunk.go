@@ -450,10 +450,10 @@ type ParsedChunk struct {
 	n       int
 	recs    []byte
 	classes map[uint32]*chunkClass
-	// recKeys[i] is the bytes of record i's key (nil without one), found
-	// in the chunk's key table by ParseChunk, which runs on a goroutine of
-	// its own: a lookup per keyed job off the installing one
-	recKeys  [][]byte
+	// the keyed records' key bytes, found in the chunk's key table by
+	// ParseChunk, which runs on a goroutine of its own: a lookup per
+	// keyed job off the installing one
+	keyed    []chunkKey
 	exts     []chunkExt
 	resvs    []chunkResv
 	attempts []chunkAttempt
@@ -480,6 +480,11 @@ type chunkResv struct {
 }
 
 type chunkAttempt struct{ at, a uint32 }
+
+type chunkKey struct {
+	at uint32
+	b  []byte
+}
 
 // ParseChunk reads and checks a job chunk (IsChunk) for LoadParsed. A
 // chunk whose bytes do not make sense is refused with an error wrapping
@@ -589,9 +594,6 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 		return nil, r.err
 	}
 	pc := &ParsedChunk{v1: v1, recSize: recSize, n: n, recs: recs, classes: classes, exts: exts, resvs: resvs, attempts: attempts}
-	if len(keys) > 0 {
-		pc.recKeys = make([][]byte, n)
-	}
 	// check every record before installing any, so a bad chunk leaves
 	// nothing half-loaded behind
 	var j job
@@ -626,7 +628,7 @@ func parseChunk(item []byte) (*ParsedChunk, error) {
 			if !ok {
 				return nil, fmt.Errorf("job %d: key id %d not in the chunk's table", i, j.key)
 			}
-			pc.recKeys[i] = k
+			pc.keyed = append(pc.keyed, chunkKey{at, k})
 		}
 		if hasResv != (j.state == StateReserved) {
 			return nil, fmt.Errorf("job %d: reservation does not match its state", i)
@@ -670,7 +672,7 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 	}
 	v1, n, classes, exts, resvs, attempts := pc.v1, pc.n, pc.classes, pc.exts, pc.resvs, pc.attempts
 	rec := pc.rec
-	xi, ri, ai := 0, 0, 0
+	xi, ri, ai, ki := 0, 0, 0, 0
 	// Into a slab with no freed slots (a snapshot load's) the chunk's jobs
 	// go to consecutive slots: copy their records in one move per slab
 	// chunk rather than one per job (the per-job copy was a sixth of a
@@ -728,7 +730,8 @@ func (e *Engine) LoadParsed(pc *ParsedChunk) error {
 		j.state, j.hidx = StateNone, 0
 		j.flags &^= fAttempt
 		if j.key != 0 {
-			j.key = e.loadKey(j.key, pc.recKeys[i])
+			j.key = e.loadKey(j.key, pc.keyed[ki].b) // ParseChunk listed every keyed record
+			ki++
 		}
 		e.seq = max(e.seq, j.seqNo())
 		var x jobExt
