@@ -158,3 +158,23 @@ func wantCode(t *testing.T, err error, code Code, field string) {
 }
 
 func getenv(k string) string { return os.Getenv(k) }
+
+// listIDs pages through a queue's listing, limit jobs a page, and returns
+// the ids in the order listed.
+func listIDs(t *testing.T, e *Engine, now time.Time, queue string, filter Filter, limit int) []string {
+	t.Helper()
+	var ids []string
+	req := ListRequest{Filter: filter, Limit: limit}
+	for {
+		res, err := e.List(now, "default", queue, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range res.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if req.Cursor = res.NextCursor; req.Cursor == "" {
+			return ids
+		}
+	}
+}

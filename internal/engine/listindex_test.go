@@ -153,21 +153,7 @@ func TestBulkLoadIDIndexOutOfOrder(t *testing.T) {
 	if err := r.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	req := ListRequest{Filter: Filter{States: []State{StateBlocked}}, Limit: 64}
-	for {
-		page, err := r.List(f.now, "default", "q", req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range page.Jobs {
-			got = append(got, j.ID)
-		}
-		if page.NextCursor == "" {
-			break
-		}
-		req.Cursor = page.NextCursor
-	}
+	got := listIDs(t, r, f.now, "q", Filter{States: []State{StateBlocked}}, 64)
 	if !slices.Equal(got, want) {
 		t.Fatalf("blocked jobs listed after the load:\n%v\nwant\n%v", got, want)
 	}

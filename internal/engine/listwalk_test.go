@@ -229,20 +229,7 @@ func TestListCursorsPageAsTheScan(t *testing.T) {
 		q, _ := f.e.findQueue("default", qn)
 		for _, filt := range listFilters {
 			want := f.e.listScan(q, &filt, stateMask(filt.States, allStates), nil, listOrderOf(filt.States))
-			var got []string
-			cursor := ""
-			for {
-				res, err := f.e.List(f.now, "default", qn, ListRequest{Limit: 7, Cursor: cursor, Filter: filt})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, j := range res.Jobs {
-					got = append(got, j.ID)
-				}
-				if cursor = res.NextCursor; cursor == "" {
-					break
-				}
-			}
+			got := listIDs(t, f.e, f.now, qn, filt, 7)
 			if len(got) != len(want) {
 				t.Fatalf("queue %s, filter %+v: listed %d jobs, the scan %d", qn, filt, len(got), len(want))
 			}
