@@ -133,7 +133,7 @@ func TestJobChunksDamageRefused(t *testing.T) {
 		t.Fatalf("other layout: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	for i := 0; i < 3000; i++ {
+	for i := 0; i < 6000; i++ {
 		b := append([]byte(nil), chunk...)
 		for k := rng.IntN(4) + 1; k > 0; k-- {
 			b[rng.IntN(len(b))] ^= byte(1 << rng.IntN(8))
@@ -142,8 +142,17 @@ func TestJobChunksDamageRefused(t *testing.T) {
 		r.LoadItem(meta)
 		// Flips in times, payload references or ids load as other values:
 		// the snapshot's block CRC (internal/snapshot) is what catches
-		// those; here a flip must only never crash the loader.
-		if err := r.LoadItem(b); err == nil {
+		// those; here a flip must only never crash the loader, loading
+		// one job at a time or in bulk as recovery does.
+		bulk := i%2 == 1
+		if bulk {
+			r.StartBulkLoad()
+		}
+		err := r.LoadItem(b)
+		if bulk {
+			r.FinishBulkLoad()
+		}
+		if err == nil {
 			r.Advance(f.now.Add(time.Hour))
 		}
 	}
