@@ -135,7 +135,7 @@ func (s *extStore) addRaw(slot uint32, b []byte) {
 	s.live += need
 }
 
-// flush ends deferring: the pending refs go into the map.
+// flush ends deferring: the pending refs go into the table, in its order.
 func (s *extStore) flush() {
 	s.deferring = false
 	s.refs.setAll(s.pending)
