@@ -424,3 +424,38 @@ func TestFreshBlocksKeepItems(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot larger than a few writeback chunks is handed to the kernel's
+// writeback as it is written (writer.go) and still reads back item for
+// item.
+func TestWritebackAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, wal.Position{Segment: 1, Offset: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items [][]byte
+	for i := 0; int64(len(items))*64<<10 < 3*writebackChunk+1<<20; i++ {
+		it := item(i, 64<<10)
+		items = append(items, it)
+		if err := w.Add(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.handed < 3*writebackChunk || w.prevHanded < 2*writebackChunk || w.handed > w.written {
+		t.Fatalf("handed to writeback up to %d (last chunk from %d) of %d written", w.handed, w.prevHanded, w.written)
+	}
+	info, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, info.Path)
+	if len(got) != len(items) {
+		t.Fatalf("read %d items, wrote %d", len(got), len(items))
+	}
+	for i := range items {
+		if !bytes.Equal(got[i], items[i]) {
+			t.Fatalf("item %d differs", i)
+		}
+	}
+}
