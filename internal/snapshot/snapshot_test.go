@@ -426,8 +426,8 @@ func TestFreshBlocksKeepItems(t *testing.T) {
 }
 
 // A snapshot larger than a few writeback chunks is handed to the kernel's
-// writeback as it is written (writer.go) and still reads back item for
-// item.
+// writeback as it is written (writeback.go) and still reads back item for
+// item; Abort stops the handing over before it closes the file.
 func TestWritebackAsWritten(t *testing.T) {
 	dir := t.TempDir()
 	w, err := Create(dir, wal.Position{Segment: 1, Offset: 64})
@@ -442,12 +442,13 @@ func TestWritebackAsWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if w.handed < 3*writebackChunk || w.prevHanded < 2*writebackChunk || w.handed > w.written {
-		t.Fatalf("handed to writeback up to %d (last chunk from %d) of %d written", w.handed, w.prevHanded, w.written)
-	}
 	info, err := w.Commit()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Commit waited for the writeback goroutine: every whole chunk
+	if w.wb.handed != w.written/writebackChunk*writebackChunk || w.wb.handed < 3*writebackChunk {
+		t.Fatalf("handed to writeback up to %d of %d written", w.wb.handed, w.written)
 	}
 	got := readAll(t, info.Path)
 	if len(got) != len(items) {
@@ -457,5 +458,25 @@ func TestWritebackAsWritten(t *testing.T) {
 		if !bytes.Equal(got[i], items[i]) {
 			t.Fatalf("item %d differs", i)
 		}
+	}
+}
+
+func TestWritebackStopsOnAbort(t *testing.T) {
+	w, err := Create(t.TempDir(), wal.Position{Segment: 1, Offset: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3*writebackChunk/(64<<10); i++ {
+		if err := w.Add(item(i, 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.wb.done:
+	default:
+		t.Fatal("the writeback goroutine still runs after Abort")
 	}
 }

@@ -32,12 +32,9 @@ type Writer struct {
 	blockItems      uint32
 	blocks, items   uint64
 	written         int64
-	// handed is how much of the file has been handed to the kernel's
-	// writeback (writebackChunk at a time), prevHanded where the last
-	// chunk handed over starts
-	handed, prevHanded int64
-	err                error // sticky: after a failed write only Abort makes sense
-	finished           bool
+	wb              *writebacker
+	err             error // sticky: after a failed write only Abort makes sense
+	finished        bool
 }
 
 // writing holds the temporary files of writers in this process, so that
@@ -59,6 +56,7 @@ func Create(dir string, pos wal.Position) (*Writer, error) {
 	return &Writer{
 		dir: dir, final: filepath.Join(dir, name), tmp: f.Name(), f: f, pos: pos,
 		block: make([]byte, 0, BlockSize+binary.MaxVarintLen64),
+		wb:    startWriteback(f),
 	}, nil
 }
 
@@ -121,24 +119,9 @@ func (w *Writer) write(b []byte) error {
 		w.err = fmt.Errorf("snapshot: write %s: %w", w.tmp, err)
 		return w.err
 	}
-	if w.written-w.handed >= writebackChunk {
-		// wait for the chunk handed over last, then hand over this one
-		writeback(w.f, w.prevHanded, w.handed-w.prevHanded, w.handed, w.written-w.handed)
-		w.prevHanded, w.handed = w.handed, w.written
-	}
+	w.wb.advance(w.written)
 	return nil
 }
-
-// writebackChunk is how much of a snapshot the writer lets the page cache
-// hold before it has the kernel write it back (writeback_linux.go), waiting
-// for the chunk before. Left to the page cache, gigabytes of a snapshot
-// went to the disk in bursts when the kernel's dirty limits were reached
-// and at the final fsync, and the log's fdatasyncs queued behind them
-// (put p99 41 ms while a 100 M-job snapshot was written,
-// docs/benchmarks.md); this way at most two chunks are ahead of the log
-// in the disk's queue, and the snapshot goes at the disk's pace. RocksDB's
-// bytes_per_sync does the same for its files.
-const writebackChunk = 4 << 20
 
 // Commit completes the snapshot: footer, fsync, rename to its final name,
 // directory fsync. On error the temporary file is removed.
@@ -160,6 +143,7 @@ func (w *Writer) Commit() (Info, error) {
 	if err := w.write(ft.encode()); err != nil {
 		return fail(err)
 	}
+	w.wb.stop()
 	if err := w.f.Sync(); err != nil {
 		return fail(fmt.Errorf("snapshot: fsync %s: %w", w.tmp, err))
 	}
@@ -184,6 +168,7 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.finished = true
+	w.wb.stop()
 	w.f.Close()
 	defer writing.Delete(w.tmp)
 	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
