@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -427,7 +428,7 @@ func TestFreshBlocksKeepItems(t *testing.T) {
 
 // A snapshot larger than a few writeback chunks is handed to the kernel's
 // writeback as it is written (writeback.go) and still reads back item for
-// item; Abort stops the handing over before it closes the file.
+// item.
 func TestWritebackAsWritten(t *testing.T) {
 	dir := t.TempDir()
 	w, err := Create(dir, wal.Position{Segment: 1, Offset: 64})
@@ -450,17 +451,12 @@ func TestWritebackAsWritten(t *testing.T) {
 	if w.wb.handed != w.written/writebackChunk*writebackChunk || w.wb.handed < 3*writebackChunk {
 		t.Fatalf("handed to writeback up to %d of %d written", w.wb.handed, w.written)
 	}
-	got := readAll(t, info.Path)
-	if len(got) != len(items) {
-		t.Fatalf("read %d items, wrote %d", len(got), len(items))
-	}
-	for i := range items {
-		if !bytes.Equal(got[i], items[i]) {
-			t.Fatalf("item %d differs", i)
-		}
+	if got := readAll(t, info.Path); !slices.EqualFunc(got, items, bytes.Equal) {
+		t.Fatalf("read %d items back, wrote %d, or some differ", len(got), len(items))
 	}
 }
 
+// Abort stops the handing over before it closes the file.
 func TestWritebackStopsOnAbort(t *testing.T) {
 	w, err := Create(t.TempDir(), wal.Position{Segment: 1, Offset: 64})
 	if err != nil {
