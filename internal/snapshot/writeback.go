@@ -3,13 +3,15 @@ package snapshot
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // A snapshot is written on the broker's loop into the page cache. Left
 // there, gigabytes of it went to the disk in bursts — when the kernel's
 // dirty limits were reached and at the final fsync — and the log's
-// fdatasyncs queued behind them (put p99 87–96 ms while a 2.3 GB snapshot
-// was written, docs/benchmarks.md "Snapshots written at the disk's pace").
+// fdatasyncs queued behind them (put p99 up to ~100 ms while a 2.3 GB
+// snapshot was written, docs/benchmarks.md "Snapshots written at the
+// disk's pace").
 // So a writebacker goroutine hands the file to the kernel's writeback
 // writebackChunk at a time as it is written, waiting for each chunk before
 // it hands over the next (writeback_linux.go): at most two chunks are
@@ -23,8 +25,8 @@ type writebacker struct {
 	done chan struct{}
 	once sync.Once
 
-	mu      sync.Mutex
-	written int64 // bytes the writer has written so far
+	written atomic.Int64 // bytes the writer has written so far
+	woken   int64        // the writer's: written when it last woke the goroutine
 
 	handed int64 // bytes handed to writeback, once stop returned
 }
@@ -35,15 +37,17 @@ func startWriteback(f *os.File) *writebacker {
 	return b
 }
 
-// advance tells the goroutine that n bytes of the file are written. It
-// never waits.
+// advance tells the goroutine that n bytes of the file are written,
+// waking it only when a whole chunk more is there. It never waits.
 func (b *writebacker) advance(n int64) {
-	b.mu.Lock()
-	b.written = n
-	b.mu.Unlock()
+	b.written.Store(n)
+	if n/writebackChunk == b.woken/writebackChunk {
+		return
+	}
+	b.woken = n
 	select {
 	case b.wake <- struct{}{}:
-	default:
+	default: // a wake is pending; the goroutine reads written after it
 	}
 }
 
@@ -60,9 +64,7 @@ func (b *writebacker) run() {
 	defer close(b.done)
 	var handed, prev int64 // handed over up to; where the last chunk starts
 	for range b.wake {
-		b.mu.Lock()
-		written := b.written
-		b.mu.Unlock()
+		written := b.written.Load()
 		for written-handed >= writebackChunk {
 			writeback(b.f, prev, handed-prev, handed, writebackChunk)
 			prev, handed = handed, handed+writebackChunk
