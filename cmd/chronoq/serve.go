@@ -31,6 +31,7 @@ type serveConfig struct {
 	forceRecovery   bool
 	maxJobs         uint64
 	farHorizon      time.Duration
+	reclaimRate     int64
 	segmentSize     int64
 	logFormat       string
 	metricsQueues   int
@@ -64,6 +65,7 @@ func serveFlags(c *serveConfig) (*flag.FlagSet, *string) {
 	fs.Int64Var(&c.maxPayload, "max-payload", d.MaxPayload, "largest payload a put may carry, in bytes (hard max 64 MiB)")
 	fs.IntVar(&c.maxConnections, "max-connections", d.MaxConnections, "most simultaneous connections per listener")
 	fs.BoolVar(&c.forceRecovery, "force-recovery", false, "start despite log corruption before its tail, skipping (and counting) damaged records")
+	fs.Int64Var(&c.reclaimRate, "reclaim-rate", 32<<20, "bytes per second of old log segments and snapshots removed: spreads out the stalls that freeing disk space causes on a filesystem mounted with online discard; the pace rises with the log's write rate and is off while under 10% of the disk is free (0: remove at once)")
 	fs.DurationVar(&c.farHorizon, "far-horizon", 0, "keep delayed jobs due further ahead than this in bucket files on disk instead of memory (at least 1s; 0: off)")
 	fs.Uint64Var(&c.maxJobs, "max-jobs", 0, "most jobs this node holds in any state; a put beyond is refused (queue_full) instead of exhausting memory; 0: no limit")
 	fs.Int64Var(&c.segmentSize, "segment-size", d.SegmentSize, "log segment size in bytes")
@@ -168,6 +170,14 @@ func (c *serveConfig) config(lg *slog.Logger) (server.Config, error) {
 		MaxConnections: c.maxConnections, MetricsMaxQueues: c.metricsQueues, ConnectRate: c.connectRate, PubWriteInterval: c.pubInterval,
 		JWT:    rtws.JWTOptions{HMACSecret: []byte(c.jwtSecret), Issuer: c.jwtIssuer, Audience: c.jwtAudience},
 		Logger: lg, TLS: c.tls,
+	}
+	switch {
+	case c.reclaimRate < 0:
+		return server.Config{}, fmt.Errorf("--reclaim-rate %d: must be 0 (remove at once) or a number of bytes per second", c.reclaimRate)
+	case c.reclaimRate == 0:
+		cfg.ReclaimRate = -1
+	default:
+		cfg.ReclaimRate = c.reclaimRate
 	}
 	switch c.sync {
 	case "always":

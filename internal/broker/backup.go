@@ -223,6 +223,8 @@ func (s *snapshotter) backupsTaken(b *Broker, err error) {
 	var segs []BackupSegment
 	for _, seg := range b.log.Segments() {
 		switch {
+		case seg.Number < s.goneBelow:
+			// being removed (dropSegments): nothing live is in it
 		case seg.Number < s.cut.Segment:
 			segs = append(segs, BackupSegment{Number: seg.Number, Path: seg.Path, Size: seg.Size})
 		case seg.Number == s.cut.Segment:

@@ -53,6 +53,13 @@ type Options struct {
 	// (64 MiB/s), negative: no scrub (a segment is then checked by the
 	// first payload read from it).
 	ScrubRate int64
+	// ReclaimRate bounds the bytes per second of old log segments and
+	// pruned snapshots removed, so that freeing disk space does not stall
+	// the log's fdatasyncs on a filesystem that discards freed blocks
+	// (reclaim.go); 0: the default (32 MiB/s), negative: at once. The
+	// pace rises with the log's own write rate and is off while the disk
+	// is short of space.
+	ReclaimRate int64
 }
 
 // Observer receives the broker's measurements.

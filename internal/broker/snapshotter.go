@@ -46,6 +46,12 @@ type snapshotter struct {
 	// that one is over.
 	removing  chore
 	dropAgain bool
+	// goneBelow: the segments numbered below it are being removed, or
+	// are gone; backups leave them out
+	goneBelow uint32
+	// pacer spaces the removals out (reclaim.go); used by the removal
+	// goroutine only, one removal at a time
+	pacer reclaimPacer
 	// retired: pruned snapshot files the next removal deletes
 	retired []string
 	// taken: the log bytes and far hand-out bytes the running snapshot
@@ -64,6 +70,13 @@ var (
 
 func (s *snapshotter) init(b *Broker, _ wal.RecoveryReport) {
 	s.last = b.now()
+	s.pacer.burst = reclaimBurst
+	switch r := b.opts.ReclaimRate; {
+	case r == 0:
+		s.pacer.rate = defaultReclaimRate
+	case r > 0:
+		s.pacer.rate = float64(r)
+	}
 	if l := mustList(b); len(l) > 0 {
 		s.newest, s.haveNewest = l[0].Pos, true // List: newest first
 	}
@@ -222,12 +235,12 @@ func (s *snapshotter) finish(b *Broker, err error) {
 // segments go is decided here, on the loop; the removal runs in a
 // goroutine: it syncs the log first (the payloads log compaction moved out
 // of those segments were written on the loop and must be durable before
-// their old copies go), then unlinks the files and syncs the directories —
-// tens of milliseconds a 64 MiB segment, hundreds a large snapshot file,
-// when they ran on the loop (docs/benchmarks.md, "Restart with far-future
-// jobs", "Log compaction and activation lateness"). It reports false,
-// doing nothing, while an earlier removal still runs: the caller asks
-// again later.
+// their old copies go), then unlinks the files one at a time, oldest
+// first, at the reclaim pace (reclaim.go) — tens of milliseconds a 64 MiB
+// segment, hundreds a large snapshot file, when they ran on the loop
+// (docs/benchmarks.md, "Restart with far-future jobs", "Log compaction
+// and activation lateness"). It reports false, doing nothing, while an
+// earlier removal still runs: the caller asks again later.
 func (s *snapshotter) dropSegments(b *Broker) bool {
 	if s.removing.running() {
 		return false
@@ -238,19 +251,39 @@ func (s *snapshotter) dropSegments(b *Broker) bool {
 	if upto == 0 && len(retired) == 0 {
 		return true
 	}
-	s.removing.start(func() {
-		if err := snapshot.RemoveRetired(retired); err != nil {
-			b.lg.Warn("snapshot: removing pruned snapshots failed", "err", err)
+	var segs []wal.SegmentInfo
+	for _, seg := range b.log.Segments() {
+		if seg.Number < upto {
+			segs = append(segs, seg)
 		}
-		if upto == 0 {
+	}
+	s.goneBelow = max(s.goneBelow, upto)
+	s.removing.start(func() {
+		for i, p := range retired {
+			if !b.awaitReclaim(fileSize(p)) {
+				return // the rest are removed at the next start
+			}
+			if err := snapshot.RemoveRetired(retired[i : i+1]); err != nil {
+				b.lg.Warn("snapshot: removing pruned snapshots failed", "err", err)
+			}
+		}
+		if len(segs) == 0 {
 			return
 		}
 		if err := b.log.SyncWritten(); err != nil {
 			b.fail(err)
 			return
 		}
-		if err := b.log.RemoveSegmentsBefore(upto); err != nil && !errors.Is(err, wal.ErrClosed) {
-			b.lg.Warn("log: removing old segments failed", "err", err)
+		for _, seg := range segs {
+			if !b.awaitReclaim(seg.Size) {
+				return // still in the log's table; the next start removes them
+			}
+			if err := b.log.RemoveSegmentsBefore(seg.Number + 1); err != nil {
+				if !errors.Is(err, wal.ErrClosed) {
+					b.lg.Warn("log: removing old segments failed", "err", err)
+				}
+				return
+			}
 		}
 	})
 	return true

@@ -74,6 +74,10 @@ type Config struct {
 	// memory, into bucket files under DataDir/far (docs/architecture.md,
 	// "The far-future store"). 0: off. Not with Cluster.
 	FarHorizon time.Duration
+	// ReclaimRate bounds the bytes per second of old log segments and
+	// pruned snapshots removed (broker.Options.ReclaimRate): 0 the
+	// default, 32 MiB/s; negative: at once.
+	ReclaimRate int64
 
 	// AdminToken is required by the admin API and accepted by every
 	// namespace. It (or a namespace token) is what allows listening
@@ -234,7 +238,7 @@ func New(cfg Config) (s *Server, err error) {
 	var b *broker.Broker
 	m := metrics.New(cfg.MetricsMaxQueues, func(ctx context.Context) ([]engine.QueueInfo, error) { return b.AllQueues(ctx) })
 	s.hist = stats.New(0)
-	bopts := broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock, MaxJobs: cfg.MaxJobs, FarHorizon: cfg.FarHorizon}
+	bopts := broker.Options{Dir: cfg.DataDir, WAL: walOpts, Logger: lg, Observer: stats.Tee(m, s.hist), Clock: cfg.Clock, MaxJobs: cfg.MaxJobs, FarHorizon: cfg.FarHorizon, ReclaimRate: cfg.ReclaimRate}
 	if cfg.FarHorizon < 0 || (cfg.FarHorizon > 0 && cfg.FarHorizon < time.Second) {
 		return nil, fmt.Errorf("far horizon %s: must be 0 (off) or at least 1s", cfg.FarHorizon)
 	}

@@ -115,6 +115,7 @@ type Log struct {
 	useClock     uint64
 	tableClosed  bool
 	rawBytes     atomic.Int64 // bytes readRaw read (BytesRead)
+	written      atomic.Int64 // bytes Commit and Sync wrote (BytesWritten)
 
 	// syncMu serialises background and explicit syncs with segment rolls.
 	syncMu   sync.Mutex
@@ -360,6 +361,7 @@ func (l *Log) flush(syncEach bool) error {
 			l.dropPending()
 			return l.fail(fmt.Errorf("write %d bytes to %s at offset %d: %w", len(pw.buf), pw.seg.path, pw.off, err))
 		}
+		l.written.Add(int64(len(pw.buf)))
 		if syncEach {
 			if err := fdatasync(pw.seg.f); err != nil {
 				l.dropPending()
@@ -427,6 +429,10 @@ func (l *Log) Sync() error {
 // BytesRead is how many bytes payload reads have read from the segments
 // so far (whole checked frames, not just the payloads asked for).
 func (l *Log) BytesRead() int64 { return l.rawBytes.Load() }
+
+// BytesWritten is how many bytes of frames the log has written since it
+// opened. Safe for concurrent use.
+func (l *Log) BytesWritten() int64 { return l.written.Load() }
 
 // End returns the position the next frame will get if it fits in the
 // current segment.
