@@ -27,11 +27,20 @@ type readFile struct {
 // readRaw returns n bytes at offset off of segment seg, unchecked. Only
 // committed bytes can be read. Safe for concurrent use.
 func (l *Log) readRaw(seg uint32, off uint32, n uint32) ([]byte, error) {
+	return l.readRawInto(nil, seg, off, n)
+}
+
+// readRawInto is readRaw into dst's memory when it has room for n bytes.
+func (l *Log) readRawInto(dst []byte, seg uint32, off uint32, n uint32) ([]byte, error) {
 	rf, err := l.acquireReader(seg, off, n)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, n)
+	buf := dst[:0]
+	if uint32(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
 	l.rawBytes.Add(int64(n))
 	_, err = rf.f.ReadAt(buf, int64(off))
 	l.releaseReader(rf)

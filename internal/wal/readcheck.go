@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 )
 
@@ -74,7 +75,7 @@ func markRuns(data []byte, runs []frameRun) []uint32 {
 // one committed frame, whose CRC is checked first. A damaged frame gives a
 // *DamageError (and Options.OnDamage is told). Safe for concurrent use.
 func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
-	b, _, _, err := l.readChecked(seg, off, n)
+	b, _, _, err := l.readChecked(seg, off, n, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +85,10 @@ func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
 }
 
 // readChecked answers the n bytes at off and the checked frame holding
-// them (header and body) with the frame's offset.
-func (l *Log) readChecked(seg uint32, off uint32, n uint32) (b, frame []byte, start int64, err error) {
+// them (header and body) with the frame's offset. With scratch set, the
+// bytes are read into *scratch's memory, which is grown as needed and
+// left for the next read: the answers are valid until then.
+func (l *Log) readChecked(seg uint32, off uint32, n uint32, scratch *[]byte) (b, frame []byte, start int64, err error) {
 	l.mu.Lock()
 	m := l.findSeg(seg)
 	if m != nil && m.unchecked {
@@ -139,9 +142,16 @@ func (l *Log) readChecked(seg uint32, off uint32, n uint32) (b, frame []byte, st
 		return nil, nil, 0, damage(HeaderSize, 0, "no valid frame precedes these bytes")
 	}
 	want := int64(off) + int64(n)
-	buf, err := l.readRaw(seg, uint32(mark), uint32(want-mark))
+	var into []byte
+	if scratch != nil {
+		into = *scratch
+	}
+	buf, err := l.readRawInto(into, seg, uint32(mark), uint32(want-mark))
 	if err != nil {
 		return nil, nil, 0, err
+	}
+	if scratch != nil {
+		defer func() { *scratch = buf[:0] }()
 	}
 	f := mark
 	for {
@@ -162,12 +172,12 @@ func (l *Log) readChecked(seg uint32, off uint32, n uint32) (b, frame []byte, st
 		if f+FrameHeaderSize > int64(off) || end < want {
 			return nil, nil, 0, damage(f, 0, "the bytes do not lie inside one frame body")
 		}
-		if end > mark+int64(len(buf)) {
-			more, err := l.readRaw(seg, uint32(mark+int64(len(buf))), uint32(end-mark-int64(len(buf))))
-			if err != nil {
+		if have, need := len(buf), int(end-mark); need > have {
+			// the rest of the frame, read in after what is there
+			buf = slices.Grow(buf, need-have)[:need]
+			if _, err := l.readRawInto(buf[have:], seg, uint32(mark)+uint32(have), uint32(need-have)); err != nil {
 				return nil, nil, 0, err
 			}
-			buf = append(buf, more...)
 		}
 		fr := buf[rel : rel+FrameHeaderSize+bl]
 		if frameCRC(salt, word, fr[FrameHeaderSize:]) != binary.LittleEndian.Uint32(fr[4:]) {
@@ -192,6 +202,12 @@ type FrameReader struct {
 	seg   uint32
 	start int64  // the kept frame's offset in its segment
 	frame []byte // header and body; nil: none kept
+	// buf is the memory frames are read into, kept from one frame to
+	// the next: compaction reads ~16 KiB of payloads a turn out of
+	// ~200 KB frames, and a new buffer per frame made it most of what
+	// the server allocated while it ran (and the garbage collections
+	// that come with that).
+	buf []byte
 }
 
 // NewFrameReader returns a reader over l that keeps no frame yet.
@@ -202,14 +218,18 @@ func (r *FrameReader) ReadAt(seg, off, n uint32) ([]byte, error) {
 	if b, ok := r.slice(seg, off, n); ok {
 		return b, nil
 	}
-	b, fr, start, err := r.l.readChecked(seg, off, n)
+	r.frame = nil // buf is about to be overwritten
+	b, fr, start, err := r.l.readChecked(seg, off, n, &r.buf)
 	if err != nil {
 		return nil, err
 	}
+	out := bytes.Clone(b)
 	if len(fr) <= maxCheckedFrame {
 		r.seg, r.start, r.frame = seg, start, fr
+	} else {
+		r.buf = nil // do not keep a frame's worth of memory that large
 	}
-	return bytes.Clone(b), nil
+	return out, nil
 }
 
 // maxCheckedFrame bounds the memory a FrameReader's frame may hold.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -228,5 +229,48 @@ func TestWarmChecksOrReadsASegment(t *testing.T) {
 	}
 	if n, err := l.Warm(last + 100); n != 0 || err != nil {
 		t.Fatalf("warm of a segment that does not exist: %d, %v", n, err)
+	}
+}
+
+// A FrameReader moving from frame to frame (compaction reading payloads
+// of many batch frames in log order) reads each into the same memory: a
+// read allocates the caller's copy, not the frame, and earlier answers
+// stay as they were.
+func TestFrameReaderReusesItsMemory(t *testing.T) {
+	l, _, _ := openReplay(t, t.TempDir(), Options{})
+	defer l.Close()
+	const frames, size = 8, 100
+	var pos []Position
+	var bodies [][]byte
+	for i := range frames {
+		b := body(i, 40*size) // a 4 KB frame of forty payloads
+		pos = append(pos, mustAppend(t, l, b))
+		bodies = append(bodies, b)
+		mustCommit(t, l)
+	}
+	r := l.NewFrameReader()
+	read := func(i, k int) []byte {
+		t.Helper()
+		got, err := r.ReadAt(pos[i].Segment, pos[i].Offset+FrameHeaderSize+uint32(k*size), size)
+		if err != nil || !bytes.Equal(got, bodies[i][k*size:(k+1)*size]) {
+			t.Fatalf("frame %d payload %d: %v", i, k, err)
+		}
+		return got
+	}
+	first := read(0, 39) // the frame's end: what a read up to a payload leaves out is read after
+	kept := bytes.Clone(first)
+	const reads = 200
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for i := 1; i <= reads; i++ {
+		read(i%frames, 39)
+	}
+	runtime.ReadMemStats(&m1)
+	if !bytes.Equal(first, kept) {
+		t.Fatal("an earlier answer changed when the reader moved on")
+	}
+	// a new frame each time: reading it into new memory would be ≥ 4 KB
+	if per := (m1.TotalAlloc - m0.TotalAlloc) / reads; per > 1024 {
+		t.Fatalf("%d bytes allocated a read of a new %d-byte frame; want about the caller's %d-byte copy", per, len(bodies[0])+FrameHeaderSize, size)
 	}
 }
