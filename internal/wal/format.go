@@ -224,13 +224,21 @@ func decodeHeader(b []byte) (segmentHeader, error) {
 	return h, nil
 }
 
-// saltedPrefix is the CRC-32C of salt ‖ word, the part of a frame checksum
-// that precedes the body.
+// saltedPrefix is the CRC-32C of salt ‖ word (little-endian), the part of
+// a frame checksum that precedes the body. Eight bytes go through the
+// table a byte at a time: handing crc32 a slice of a local array moves
+// the array to the heap (the package dispatches to its assembly through a
+// function value), an allocation for every frame appended, read or
+// scanned at recovery.
 func saltedPrefix(salt, word uint32) uint32 {
-	var b [8]byte
-	binary.LittleEndian.PutUint32(b[0:], salt)
-	binary.LittleEndian.PutUint32(b[4:], word)
-	return crc32.Checksum(b[:], castagnoli)
+	crc := ^uint32(0)
+	for _, v := range [2]uint32{salt, word} {
+		for range 4 {
+			crc = castagnoli[byte(crc)^byte(v)] ^ crc>>8
+			v >>= 8
+		}
+	}
+	return ^crc
 }
 
 func frameCRC(salt, word uint32, body []byte) uint32 {

@@ -28,11 +28,20 @@ func httpLine(line []byte) bool {
 // letters (beanstalkd's commands are lower case; a tube may be named
 // "HTTP/1.1", so the version alone is not enough).
 func requestLine(line []byte) bool {
-	f := bytes.Split(line, []byte(" "))
-	if len(f) != 3 || len(f[0]) == 0 || !bytes.HasPrefix(f[2], []byte("HTTP/1.")) {
+	// Cut, not Split: this runs on every command line, and a split
+	// allocated for each (one allocation a put).
+	if len(line) == 0 || line[0] < 'A' || line[0] > 'Z' {
 		return false
 	}
-	for _, b := range f[0] {
+	method, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok {
+		return false
+	}
+	_, version, ok := bytes.Cut(rest, []byte(" "))
+	if !ok || bytes.IndexByte(version, ' ') >= 0 || !bytes.HasPrefix(version, []byte("HTTP/1.")) {
+		return false
+	}
+	for _, b := range method {
 		if b < 'A' || b > 'Z' {
 			return false
 		}

@@ -13,6 +13,11 @@ func TestHTTPLine(t *testing.T) {
 		"host:x":                     true,
 		"BREW /coffee HTTP/1.1":      true,
 		"PROPFIND / HTTP/1.0":        true,
+		"GET  HTTP/1.1":              true,  // empty target: three fields still
+		"BREW  / HTTP/1.1":           false, // four fields
+		"BREW / HTTP/1.1 x":          false,
+		"Brew / HTTP/1.1":            false,
+		"BREW /":                     false,
 		"put 0 0 10 5":               false,
 		"use GET":                    false,
 		"watch host":                 false,
@@ -48,5 +53,9 @@ func TestHTTPLine(t *testing.T) {
 		if got := httpLine([]byte(line)); got != want {
 			t.Errorf("httpLine(%q) = %v, want %v", line, got, want)
 		}
+	}
+	// every command line goes through it
+	if n := testing.AllocsPerRun(100, func() { httpLine([]byte("put 0 0 10 100")) }); n != 0 {
+		t.Errorf("httpLine allocates %.0f times a command", n)
 	}
 }
