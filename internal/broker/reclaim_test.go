@@ -10,69 +10,52 @@ import (
 func TestReclaimPacer(t *testing.T) {
 	const mib = 1 << 20
 	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-
-	t.Run("a burst, then the rate", func(t *testing.T) {
-		p := reclaimPacer{rate: 32 * mib, burst: reclaimBurst}
-		if d := p.wait(at(0), 0, 64*mib, false); d != 0 {
-			t.Fatalf("first segment after a quiet spell waits %s", d)
-		}
-		if d := p.wait(at(0), 0, 64*mib, false); d != 2*time.Second {
-			t.Fatalf("second segment at once: wait %s, want 2s", d)
-		}
-		if d := p.wait(at(time.Second), 0, 64*mib, false); d != time.Second {
-			t.Fatalf("a second later: wait %s, want 1s", d)
-		}
-		if d := p.wait(at(2*time.Second), 0, 64*mib, false); d != 0 {
-			t.Fatalf("two seconds later: wait %s", d)
-		}
-	})
-
-	t.Run("idle credit is capped at the burst", func(t *testing.T) {
-		p := reclaimPacer{rate: 32 * mib, burst: reclaimBurst}
-		p.wait(at(0), 0, 64*mib, false)
-		if d := p.wait(at(time.Hour), 0, 64*mib, false); d != 0 {
-			t.Fatalf("after an hour: wait %s", d)
-		}
-		if d := p.wait(at(time.Hour), 0, 64*mib, false); d != 2*time.Second {
-			t.Fatalf("an hour's credit was kept: second segment waits %s, want 2s", d)
-		}
-	})
-
-	t.Run("the log's write rate raises the pace", func(t *testing.T) {
-		p := reclaimPacer{rate: 1 * mib, burst: reclaimBurst}
-		p.wait(at(0), 0, 64*mib, false)
-		// the log wrote 32 MiB in a second: credit 2 × 32 MiB, not 1 MiB
-		if d := p.wait(at(time.Second), 32*mib, 64*mib, false); d != 0 {
-			t.Fatalf("a log writing 32 MiB/s against a 1 MiB/s pace: wait %s", d)
-		}
-		if d := p.wait(at(2*time.Second), 33*mib, 64*mib, false); d == 0 {
-			t.Fatal("a log that wrote 1 MiB in a second paid for a 64 MiB segment")
-		}
-	})
-
-	t.Run("a large file leaves a debt", func(t *testing.T) {
-		p := reclaimPacer{rate: 32 * mib, burst: reclaimBurst}
-		if d := p.wait(at(0), 0, 640*mib, false); d != 0 {
-			t.Fatalf("a large file with full credit waits %s", d)
-		}
-		// 576 MiB owed, then 64 MiB for the next segment: 20 s at 32 MiB/s
-		if d := p.wait(at(0), 0, 64*mib, false); d != 20*time.Second {
-			t.Fatalf("after a 640 MiB file: wait %s, want 20s", d)
-		}
-	})
-
-	t.Run("short of space, files go at once and cost nothing", func(t *testing.T) {
-		p := reclaimPacer{rate: 32 * mib, burst: reclaimBurst}
-		for i := range 10 {
-			if d := p.wait(at(0), 0, 64*mib, true); d != 0 {
-				t.Fatalf("file %d waits %s with the disk short of space", i, d)
+	// one call of wait: at t0+at, the log having written written bytes,
+	// for a file of size bytes; want: the wait it must answer
+	type step struct {
+		at            time.Duration
+		written, size int64
+		low           bool
+		want          time.Duration
+	}
+	seg := func(at time.Duration, want time.Duration) step { return step{at: at, size: 64 * mib, want: want} }
+	for _, c := range []struct {
+		name  string
+		rate  float64
+		steps []step
+	}{
+		{"a burst, then the rate", 32 * mib, []step{
+			seg(0, 0), seg(0, 2*time.Second), seg(time.Second, time.Second), seg(2*time.Second, 0),
+		}},
+		{"idle credit is capped at the burst", 32 * mib, []step{
+			seg(0, 0), seg(time.Hour, 0), seg(time.Hour, 2*time.Second),
+		}},
+		{"the log's write rate raises the pace", 1 * mib, []step{
+			seg(0, 0),
+			// 32 MiB written in a second: credit 2 × 32 MiB, not 1 MiB
+			{at: time.Second, written: 32 * mib, size: 64 * mib, want: 0},
+			// 1 MiB written in the next: credit 2 MiB, 62 MiB short
+			{at: 2 * time.Second, written: 33 * mib, size: 64 * mib, want: 62 * time.Second},
+		}},
+		{"a large file leaves a debt", 32 * mib, []step{
+			{size: 640 * mib, want: 0},
+			// 576 MiB owed, then 64 MiB for the next segment: 20 s
+			seg(0, 20*time.Second),
+		}},
+		{"short of space, files go at once and cost nothing", 32 * mib, []step{
+			{size: 64 * mib, low: true}, {size: 64 * mib, low: true}, {size: 640 * mib, low: true},
+			seg(0, 0), // the burst is still there
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := reclaimPacer{rate: c.rate, burst: reclaimBurst}
+			for i, st := range c.steps {
+				if d := p.wait(t0.Add(st.at), st.written, st.size, st.low); d != st.want {
+					t.Fatalf("step %d (%+v): wait %s, want %s", i, st, d, st.want)
+				}
 			}
-		}
-		if d := p.wait(at(0), 0, 64*mib, false); d != 0 {
-			t.Fatalf("space back: the burst was spent by files removed for space (wait %s)", d)
-		}
-	})
+		})
+	}
 }
 
 // TestReclaimOneSegmentAtATime: with a pace that allows one segment and
