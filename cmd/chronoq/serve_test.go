@@ -65,3 +65,35 @@ func TestServeJoinFlag(t *testing.T) {
 		t.Fatalf("cluster config %+v", cfg.Cluster)
 	}
 }
+
+// --reclaim-rate: the default paces, 0 removes at once (the server's -1),
+// a negative rate is refused by name.
+func TestReclaimRateFlag(t *testing.T) {
+	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, c := range []struct {
+		args []string
+		want int64
+		err  string
+	}{
+		{nil, 32 << 20, ""},
+		{[]string{"--reclaim-rate", "0"}, -1, ""},
+		{[]string{"--reclaim-rate", "1048576"}, 1 << 20, ""},
+		{[]string{"--reclaim-rate", "-5"}, 0, "--reclaim-rate -5"},
+	} {
+		var sc serveConfig
+		fs, _ := serveFlags(&sc)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := sc.config(lg)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("%v: error %v, want one naming %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || cfg.ReclaimRate != c.want {
+			t.Fatalf("%v: ReclaimRate %d (%v), want %d", c.args, cfg.ReclaimRate, err, c.want)
+		}
+	}
+}
