@@ -1,5 +1,7 @@
 package broker
 
+import "time"
+
 // chore is one piece of work handed to a goroutine, which its owner polls
 // without blocking or waits for: reading a segment ahead for compaction
 // and removing old segments (owned by the loop; Close waits for them once
@@ -35,5 +37,19 @@ func (c *chore) wait() {
 	if c.done != nil {
 		<-c.done
 		c.done = nil
+	}
+}
+
+// pause waits d, or less if stop closes first, and reports whether the
+// whole wait passed: background work off the loop (the scrub, removals)
+// sleeps off its pace this way and ends promptly when the broker stops.
+func pause(d time.Duration, stop <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }

@@ -87,12 +87,8 @@ func (b *Broker) awaitReclaim(size int64) bool {
 		if d <= 0 {
 			return true
 		}
-		t := time.NewTimer(min(d, time.Second))
-		select {
-		case <-b.stop:
-			t.Stop()
+		if !pause(min(d, time.Second), b.stop) {
 			return false
-		case <-t.C:
 		}
 	}
 }

@@ -77,14 +77,8 @@ func (b *Broker) runScrub(segs []uint32, rate int64) {
 		read += n
 		checked++
 		// Sleep off what reading n bytes at rate would have taken.
-		if wait := time.Duration(float64(n)/float64(rate)*float64(time.Second)) - time.Since(t0); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-b.scrub.stop:
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if wait := time.Duration(float64(n)/float64(rate)*float64(time.Second)) - time.Since(t0); wait > 0 && !pause(wait, b.scrub.stop) {
+			return
 		}
 	}
 	b.lg.Info("log scrub complete: the segments before the snapshot were checked",

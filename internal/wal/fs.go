@@ -4,13 +4,15 @@ import (
 	"errors"
 	"os"
 	"syscall"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // Indirections that tests replace to inject failures.
 var (
 	fdatasync   = fdatasyncFile
 	preallocate = fallocateFile
-	freeSpace   = statfsFree
+	freeSpace   = spaceFree
 )
 
 // prealloc and free go through Options.Preallocate / Options.FreeSpace
@@ -27,6 +29,14 @@ func (l *Log) free() (int64, error) {
 		return l.opts.FreeSpace(l.dir)
 	}
 	return freeSpace(l.dir)
+}
+
+// spaceFree returns the bytes an unprivileged writer may still use on the
+// filesystem holding dir (unknown where datadir.Space is: the log then
+// learns that space is back from the next write that succeeds).
+func spaceFree(dir string) (int64, error) {
+	free, _, err := datadir.Space(dir)
+	return free, err
 }
 
 func isNoSpace(err error) bool {

@@ -41,16 +41,6 @@ func controlErr(f *os.File, fn func(fd int) error) error {
 	return opErr
 }
 
-// statfsFree returns the bytes an unprivileged writer may still use on the
-// filesystem holding dir.
-func statfsFree(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
-}
-
 // zeroFillDirect writes zeros over the file at path with O_DIRECT, whole
 // chunks of zeroChunk up to size, and returns how far it got.
 func zeroFillDirect(path string, size int64) (int64, error) {

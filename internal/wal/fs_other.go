@@ -16,10 +16,6 @@ func fallocateFile(f *os.File, size int64) error { return errNoFallocate }
 
 func isNotSupported(err error) bool { return errors.Is(err, errNoFallocate) }
 
-// statfsFree is unknown here: the log learns that space is back from the
-// next write that succeeds.
-func statfsFree(string) (int64, error) { return 0, errNoFallocate }
-
 // zeroFillDirect: no O_DIRECT here; writeZeros writes every chunk itself.
 func zeroFillDirect(string, int64) (int64, error) { return 0, errNoDirect }
 
