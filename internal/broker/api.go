@@ -213,20 +213,44 @@ func (b *Broker) DeleteQueue(ctx context.Context, ns, q string) error {
 
 // Put enqueues a job.
 func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error) {
-	return call(b, ctx, func(now time.Time) (engine.PutResult, error) {
-		if err := b.far.bringPut(now, ns, q, &req); err != nil {
-			return engine.PutResult{}, err
-		}
-		return b.eng.Put(now, ns, q, req)
-	})
+	if b.closing.Load() {
+		return engine.PutResult{}, errClosed
+	}
+	r := newRequest()
+	r.put = putArgs{on: true, ns: ns, q: q, req: req}
+	if err := b.submit(ctx, r); err != nil {
+		r.release()
+		return engine.PutResult{}, err
+	}
+	<-r.done
+	return r.putAnswer()
+}
+
+// putAnswer reads a put's answer and recycles its request.
+func (r *request) putAnswer() (engine.PutResult, error) {
+	res, err := r.put.res, r.err
+	r.release()
+	if err != nil {
+		return engine.PutResult{}, err
+	}
+	return res, nil
+}
+
+// putNow runs a put on the loop.
+func (b *Broker) putNow(now time.Time, p *putArgs) (engine.PutResult, error) {
+	if err := b.far.bringPut(now, p.ns, p.q, &p.req); err != nil {
+		return engine.PutResult{}, err
+	}
+	return b.eng.Put(now, p.ns, p.q, p.req)
 }
 
 // PutQueued hands a put to the loop and returns without waiting for it;
-// wait gives its durable answer (once). Puts queued one after another by
-// one goroutine run in that order, since the loop takes requests first come,
-// first served: a connection can have several puts in flight, pipelined
-// behind one another, and still have its jobs numbered in the order it sent
-// them. req.Payload must stay unchanged until wait returns.
+// wait gives its durable answer, and must be called exactly once. Puts
+// queued one after another by one goroutine run in that order, since the
+// loop takes requests first come, first served: a connection can have
+// several puts in flight, pipelined behind one another, and still have its
+// jobs numbered in the order it sent them. req.Payload must stay unchanged
+// until wait returns.
 func (b *Broker) PutQueued(ctx context.Context, ns, q string, req engine.PutRequest) (wait func() (engine.PutResult, error)) {
 	fail := func(err error) func() (engine.PutResult, error) {
 		return func() (engine.PutResult, error) { return engine.PutResult{}, err }
@@ -234,17 +258,15 @@ func (b *Broker) PutQueued(ctx context.Context, ns, q string, req engine.PutRequ
 	if b.closing.Load() {
 		return fail(errClosed)
 	}
-	r := &request{done: make(chan struct{})}
-	r.fn = func(now time.Time) (any, error) { return b.eng.Put(now, ns, q, req) }
+	r := newRequest()
+	r.put = putArgs{on: true, ns: ns, q: q, req: req}
 	if err := b.submit(ctx, r); err != nil {
+		r.release()
 		return fail(err)
 	}
 	return func() (engine.PutResult, error) {
 		<-r.done
-		if r.err != nil {
-			return engine.PutResult{}, r.err
-		}
-		return r.res.(engine.PutResult), nil
+		return r.putAnswer()
 	}
 }
 
@@ -285,7 +307,7 @@ func (b *Broker) parked(ctx context.Context, w *waiter, fn func(now time.Time) (
 	if b.closing.Load() {
 		return nil, errClosed
 	}
-	r := &request{done: make(chan struct{})}
+	r := &request{done: make(chan struct{}, 1)}
 	w.req = r
 	r.fn = func(now time.Time) (any, error) {
 		res, park, err := fn(now)

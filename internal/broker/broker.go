@@ -140,24 +140,59 @@ type Broker struct {
 	cl *clusterState // nil in single-node mode
 }
 
-// request is one unit of work for the loop. fn runs on the loop; the
-// answer is delivered after the batch is durable.
+// request is one unit of work for the loop. fn runs on the loop (or, for
+// a put, put says what to put); the answer is delivered after the batch
+// is durable.
 type request struct {
 	fn   func(now time.Time) (any, error)
 	res  any
 	err  error
-	done chan struct{}
+	done chan struct{} // receives one value: the answer is ready
 	// park, when set by fn, keeps the request unanswered: a waiter owns it.
 	park bool
 	// answered guards done: a take can park and be served in one turn, so
 	// it shows up both in the batch and among the served waiters.
 	answered bool
+	// put, when on, is the request's put: carried by value, so a put needs
+	// no closure and no boxed result.
+	put putArgs
+}
+
+type putArgs struct {
+	on    bool
+	ns, q string
+	req   engine.PutRequest
+	res   engine.PutResult
+}
+
+// requests are recycled, as a request per command is most of a put's
+// allocations. Only a request whose sender always waits for its answer and
+// that never parks goes back (see release): a parked one is still known
+// to the waiters.
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+func newRequest() *request { return requests.Get().(*request) }
+
+// release recycles r once its sender has read the answer: by then the loop
+// and the syncer are done with it.
+func (r *request) release() {
+	*r = request{done: r.done}
+	requests.Put(r)
+}
+
+// run executes the request on the loop.
+func (r *request) run(b *Broker, now time.Time) {
+	if r.put.on {
+		r.put.res, r.err = b.putNow(now, &r.put)
+		return
+	}
+	r.res, r.err = r.fn(now)
 }
 
 func (r *request) finish() {
 	if !r.answered {
 		r.answered = true
-		close(r.done)
+		r.done <- struct{}{}
 	}
 }
 
@@ -261,16 +296,27 @@ func (b *Broker) do(ctx context.Context, fn func(now time.Time) (any, error)) (a
 	if b.closing.Load() {
 		return nil, errClosed
 	}
-	r := &request{fn: fn, done: make(chan struct{})}
+	r := newRequest()
+	r.fn = fn
 	if err := b.submit(ctx, r); err != nil {
+		r.release()
 		return nil, err
 	}
 	<-r.done
-	return r.res, r.err
+	res, err := r.res, r.err
+	r.release()
+	return res, err
 }
 
 // submit hands r to the loop, unless ctx ends or the broker stops first.
 func (b *Broker) submit(ctx context.Context, r *request) error {
+	// Most often the loop has room: asking ctx for its Done channel first
+	// would allocate one per request.
+	select {
+	case b.reqs <- r:
+		return nil
+	default:
+	}
 	select {
 	case b.reqs <- r:
 		return nil
@@ -318,7 +364,7 @@ func (b *Broker) loop() {
 		now := b.now()
 		b.eng.Advance(now)
 		for _, r := range batch {
-			r.res, r.err = r.fn(now)
+			r.run(b, now)
 		}
 		answered := b.waiters.serve(b, now)
 		b.queueEvents(now)
@@ -473,7 +519,7 @@ func (b *Broker) syncer(q <-chan syncItem) {
 				if e != nil {
 					r.res, r.err = nil, unavailable("write to the log failed: %v", e)
 				}
-				close(r.done)
+				r.done <- struct{}{}
 			}
 			if it.barrier != nil {
 				close(it.barrier)

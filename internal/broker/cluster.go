@@ -462,7 +462,7 @@ func (b *Broker) clusterLoop() {
 		proposed := cl.node.Proposals()
 		p := cl.node.Exec(now, len(batch) > 0, func(e *engine.Engine, now time.Time) (any, error) {
 			for _, r := range batch {
-				r.res, r.err = r.fn(now)
+				r.run(b, now)
 			}
 			served = b.waiters.serve(b, now)
 			b.queueEvents(now)

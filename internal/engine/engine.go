@@ -76,6 +76,7 @@ type queue struct {
 	chains      map[uint32]*chain
 	stats       QueueStats
 	lists       queueLists // listing indexes (listindex.go)
+	tgt         target     // see target
 }
 
 type token struct {
@@ -134,7 +135,8 @@ type Engine struct {
 	live         map[uint32]int64 // segment → bytes of live payloads and results
 	liveN        map[uint32]int64 // segment → count of those payloads and results
 	onFirstTake  func(ns, queue string, waited time.Duration)
-	ent          Entry // scratch entry for the command being decided
+	ent          Entry     // scratch entry for the command being decided
+	plans        []planned // scratch for putMany
 	dirty        map[uint32]struct{}
 	tmp          []uint32
 	events       eventLog

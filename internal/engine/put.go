@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -10,8 +11,8 @@ import (
 type target struct {
 	ns   string
 	name string
-	q    *queue // nil: created by this entry
-	cfg  QueueConfig
+	q    *queue       // nil: created by this entry
+	cfg  *QueueConfig // the queue's own (q.cfg), or the planned one
 }
 
 // resolveTarget finds the queue for a put, or plans its creation when the
@@ -26,8 +27,7 @@ func (e *Engine) resolveTarget(nsName, qName string, plan *putPlan) (*target, er
 		return nil, err
 	}
 	if qi, ok := ns.queues[qName]; ok {
-		q := e.queues[qi]
-		return &target{ns: nsName, name: qName, q: q, cfg: q.cfg}, nil
+		return e.queues[qi].target(), nil
 	}
 	for _, t := range plan.created {
 		if t.ns == nsName && t.name == qName {
@@ -37,10 +37,11 @@ func (e *Engine) resolveTarget(nsName, qName string, plan *putPlan) (*target, er
 	if !ns.cfg.AutoCreateQueues {
 		return nil, errf(CodeQueueNotFound, "queue %q not found in namespace %q (auto_create_queues is off)", qName, nsName)
 	}
-	t := &target{ns: nsName, name: qName, cfg: DefaultQueueConfig()}
+	cfg := DefaultQueueConfig()
+	t := &target{ns: nsName, name: qName, cfg: &cfg}
 	plan.created = append(plan.created, t)
 	r := e.ent.add()
-	r.Kind, r.NS, r.Queue, r.QConfig, r.QCreated = KindQueue, nsName, qName, t.cfg, e.now
+	r.Kind, r.NS, r.Queue, r.QConfig, r.QCreated = KindQueue, nsName, qName, cfg, e.now
 	return t, nil
 }
 
@@ -57,6 +58,15 @@ type putPlan struct {
 	// the node's job budget — they mostly replace the acked job, and
 	// refusing them would stall a pipeline at capacity.
 	ofAck bool
+}
+
+// target is the queue as a put sees it, kept in the queue so that a put
+// into an existing queue allocates none.
+func (q *queue) target() *target {
+	if q.tgt.q == nil {
+		q.tgt = target{ns: q.ns.name, name: q.name, q: q, cfg: &q.cfg}
+	}
+	return &q.tgt
 }
 
 func (t *target) key() string { return t.ns + "\x00" + t.name + "\x00" }
@@ -289,7 +299,8 @@ func (e *Engine) dupByID(t *target, ie idemEnt) PutResult {
 
 // Put enqueues one job.
 func (e *Engine) Put(now time.Time, ns, q string, req PutRequest) (PutResult, error) {
-	res, err := e.putMany(now, ns, q, []PutRequest{req}, "")
+	var one [1]PutResult
+	res, err := e.putMany(now, ns, q, []PutRequest{req}, "", one[:0])
 	if err != nil {
 		return PutResult{}, err
 	}
@@ -305,17 +316,23 @@ func (e *Engine) PutBatch(now time.Time, ns, q string, reqs []PutRequest) ([]Put
 	if len(reqs) > MaxBatch {
 		return nil, badf("jobs", "at most %d jobs per batch, got %d", MaxBatch, len(reqs))
 	}
-	return e.putMany(now, ns, q, reqs, "jobs")
+	return e.putMany(now, ns, q, reqs, "jobs", make([]PutResult, 0, len(reqs)))
 }
 
-func (e *Engine) putMany(now time.Time, ns, qn string, reqs []PutRequest, listField string) ([]PutResult, error) {
+// putMany appends the results to res.
+func (e *Engine) putMany(now time.Time, ns, qn string, reqs []PutRequest, listField string, res []PutResult) ([]PutResult, error) {
 	e.begin(now)
 	plan := putPlan{multi: len(reqs) > 1}
 	t, err := e.resolveTarget(ns, qn, &plan)
 	if err != nil {
 		return nil, err
 	}
-	outs := make([]planned, len(reqs))
+	// The plans live in the engine between calls: a put allocates none.
+	outs := slices.Grow(e.plans[:0], len(reqs))[:len(reqs)]
+	defer func() {
+		clear(outs)
+		e.plans = outs[:0]
+	}()
 	for i := range reqs {
 		p, err := e.preparePut(t, &reqs[i], &plan)
 		if err != nil {
@@ -346,7 +363,7 @@ func (e *Engine) putMany(now time.Time, ns, qn string, reqs []PutRequest, listFi
 	if q := e.lookupQueue(ns, qn); q != nil {
 		q.stats.Put += uint64(plan.n)
 	}
-	return e.putResults(outs), nil
+	return e.putResults(outs, res), nil
 }
 
 // stampCounters records the counters the entry moves, so a log whose job
@@ -356,14 +373,17 @@ func (e *Engine) stampCounters(seqs, nonces uint64) {
 	r.Kind, r.Seq, r.Nonce = KindCounters, e.seq+seqs, e.nonce+nonces
 }
 
-func (e *Engine) putResults(outs []planned) []PutResult {
-	res := make([]PutResult, len(outs))
+// putResults appends the results of outs to res.
+func (e *Engine) putResults(outs []planned, res []PutResult) []PutResult {
+	base := len(res)
+	res = slices.Grow(res, len(outs))[:base+len(outs)]
 	for i, p := range outs {
+		i := base + i
 		switch {
 		case p.dupRes != nil:
 			res[i] = *p.dupRes
 		case p.dupOf >= 0:
-			res[i] = res[p.dupOf]
+			res[i] = res[base+p.dupOf]
 			res[i].Duplicate = true
 		default:
 			q := e.lookupQueue(p.t.ns, p.t.name)
