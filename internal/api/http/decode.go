@@ -26,13 +26,24 @@ import (
 // one in reading order, which keeps messages deterministic.
 type object struct {
 	path string
-	// The members: in ms (a slice of arr for up to 8) when
+	// The members: in arr[:n] (up to 8) or ms (up to 16) when
 	// wireenc.AppendMembers took the object, which every hot route's body
-	// is — no map to build, no hashing per field read; else in m.
+	// is — no map to build, no hashing per field read; else in m. arr is
+	// counted, not sliced into ms: a pointer from o into itself would make
+	// every object escape to the heap.
 	m   map[string]json.RawMessage
 	ms  []wireenc.Member
 	arr [8]wireenc.Member
+	n   int
 	err error
+}
+
+// members are those AppendMembers took.
+func (o *object) members() []wireenc.Member {
+	if o.ms != nil {
+		return o.ms
+	}
+	return o.arr[:o.n]
 }
 
 // member is the raw value of the member name.
@@ -41,7 +52,7 @@ func (o *object) member(name string) (json.RawMessage, bool) {
 		v, ok := o.m[name]
 		return v, ok
 	}
-	for _, m := range o.ms {
+	for _, m := range o.members() {
 		if string(m.Name) == name {
 			return m.Value, true
 		}
@@ -58,8 +69,8 @@ func (o *object) names() []string {
 		}
 		return names
 	}
-	names := make([]string, len(o.ms))
-	for i, m := range o.ms {
+	names := make([]string, len(o.members()))
+	for i, m := range o.members() {
 		names[i] = string(m.Name)
 	}
 	return names
@@ -81,45 +92,62 @@ func trimJSONSpace(b []byte) []byte {
 
 // parseBody reads a whole request body as an object. An empty body is an
 // empty object, so routes whose fields are all optional need no body.
-func parseBody(body []byte) (*object, error) {
+func (o *object) parseBody(body []byte) error {
 	body = trimJSONSpace(body)
 	if len(body) == 0 {
-		return &object{m: map[string]json.RawMessage{}}, nil
+		o.m = map[string]json.RawMessage{}
+		return nil
 	}
 	if !json.Valid(body) {
 		var v any
 		err := json.Unmarshal(body, &v)
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, badField("", "invalid JSON at byte %d: %s", se.Offset, se.Error())
+			return badField("", "invalid JSON at byte %d: %s", se.Offset, se.Error())
 		}
-		return nil, badField("", "invalid JSON")
+		return badField("", "invalid JSON")
 	}
 	if body[0] != '{' {
-		return nil, badField("", "request body must be a JSON object")
+		return badField("", "request body must be a JSON object")
 	}
-	return newObject(body, "")
+	return o.init(body, "")
 }
 
 // newObject wraps raw JSON that is already known to be valid.
 func newObject(raw json.RawMessage, path string) (*object, error) {
+	o := new(object)
+	if err := o.init(raw, path); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// init reads raw into o, which its caller may keep on its stack: a body's
+// object is most of what decoding a put would allocate.
+func (o *object) init(raw json.RawMessage, path string) error {
 	raw = trimJSONSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
-		return nil, badField(path, "must be a JSON object")
+		return badField(path, "must be a JSON object")
 	}
-	o := &object{path: path}
+	o.path = path
 	if ms, ok := wireenc.AppendMembers(o.arr[:0], raw); ok {
-		o.ms = ms
-		return o, nil
+		if len(ms) <= len(o.arr) {
+			o.n = len(ms)
+		} else {
+			o.ms, _ = wireenc.AppendMembers(make([]wireenc.Member, 0, len(ms)), raw)
+		}
+		return nil
 	}
 	if m, ok := wireenc.SplitObject(raw); ok {
 		o.m = m
-		return o, nil
+		return nil
 	}
-	if err := json.Unmarshal(raw, &o.m); err != nil {
-		return nil, badField(path, "invalid JSON object: %v", err)
+	var m map[string]json.RawMessage // not &o.m: o would escape
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return badField(path, "invalid JSON object: %v", err)
 	}
-	return o, nil
+	o.m = m
+	return nil
 }
 
 func joinPath(parent, name string) string {
@@ -170,7 +198,7 @@ func (o *object) allow(names ...string) {
 			}
 		}
 	}
-	for _, m := range o.ms {
+	for _, m := range o.members() {
 		if !known(string(m.Name)) {
 			unknown = append(unknown, string(m.Name))
 		}
@@ -278,11 +306,29 @@ func rawString(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
+	if plainASCII(raw) {
+		return string(raw[1 : len(raw)-1]), true
+	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// plainASCII reports whether raw is a JSON string of printable ASCII
+// without escapes: its text between the quotes is its value, as
+// json.Unmarshal would decode it, without a decoder (ttr "30s").
+func plainASCII(raw []byte) bool {
+	if len(raw) < 2 || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func isNumber(raw json.RawMessage) bool {
@@ -308,17 +354,17 @@ func parseUint(raw json.RawMessage, max uint64) (uint64, error) {
 	if !isNumber(raw) {
 		return 0, fmt.Errorf("must be a number")
 	}
-	outOfRange := fmt.Errorf("must be a whole number between 0 and %d", max)
+	outOfRange := func() error { return fmt.Errorf("must be a whole number between 0 and %d", max) }
 	u, err := strconv.ParseUint(string(raw), 10, 64)
 	if err != nil {
 		f, ferr := strconv.ParseFloat(string(raw), 64)
 		if ferr != nil || f != math.Trunc(f) || f < 0 || f >= float64(max)+1 {
-			return 0, outOfRange
+			return 0, outOfRange()
 		}
 		u = uint64(f)
 	}
 	if u > max {
-		return 0, outOfRange
+		return 0, outOfRange()
 	}
 	return u, nil
 }

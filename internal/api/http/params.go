@@ -21,25 +21,22 @@ type target struct{ ns, q, id, ch string }
 
 func pathTarget(r *http.Request, pattern string) (target, error) {
 	var t target
-	for _, p := range []struct {
-		wildcard, field string
-		dst             *string
-		check           func(field, s string) error
-	}{
-		{"ns", "namespace", &t.ns, checkNamespace},
-		{"q", "queue", &t.q, checkQueue},
-		{"id", "id", &t.id, checkJobID},
-		{"ch", "channel", &t.ch, checkChannel},
-	} {
-		if !strings.Contains(pattern, "{"+p.wildcard+"}") {
-			continue
+	var err error
+	// One call per part rather than a table of pointers into t, which
+	// would put t on the heap for every request.
+	part := func(wildcard, field string, check func(field, s string) error) string {
+		if err != nil || !strings.Contains(pattern, "{"+wildcard+"}") {
+			return ""
 		}
-		*p.dst = r.PathValue(p.wildcard)
-		if err := p.check(p.field, *p.dst); err != nil {
-			return t, err
-		}
+		v := r.PathValue(wildcard)
+		err = check(field, v)
+		return v
 	}
-	return t, nil
+	t.ns = part("ns", "namespace", checkNamespace)
+	t.q = part("q", "queue", checkQueue)
+	t.id = part("id", "id", checkJobID)
+	t.ch = part("ch", "channel", checkChannel)
+	return t, err
 }
 
 var stateList = "delayed, ready, blocked, reserved, dead, completed"

@@ -100,7 +100,8 @@ func readPut(o *object, lim limits, extra ...string) engine.PutRequest {
 
 // decodePut reads a whole put body.
 func decodePut(body []byte, lim limits) (engine.PutRequest, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return engine.PutRequest{}, err
 	}
@@ -109,7 +110,8 @@ func decodePut(body []byte, lim limits) (engine.PutRequest, error) {
 }
 
 func decodeBatch(body []byte, lim limits) ([]engine.PutRequest, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +141,8 @@ func decodeBatch(body []byte, lim limits) ([]engine.PutRequest, error) {
 
 // decodeCall reads a put body plus the time to wait for its result.
 func decodeCall(body []byte, lim limits) (engine.PutRequest, time.Duration, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return engine.PutRequest{}, 0, err
 	}
@@ -174,7 +177,8 @@ type ackTake struct {
 // decodeAckTake reads an ack body; take is nil unless the body asks for
 // the next job.
 func decodeAckTake(body []byte, queue string, lim limits) (engine.AckRequest, *ackTake, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return engine.AckRequest{}, nil, err
 	}
@@ -224,7 +228,8 @@ func decodeAckTake(body []byte, queue string, lim limits) (engine.AckRequest, *a
 
 // decodeAckBatch reads a batch ack: {"acks":[{"id":..,"receipt":..},..]}.
 func decodeAckBatch(body []byte) ([]engine.AckItem, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +267,8 @@ func decodeAckBatch(body []byte) ([]engine.AckItem, error) {
 // decodeObject reads a body that is one object of the given fields with
 // read; read's result counts only when no field failed.
 func decodeObject[T any](body []byte, fields []string, read func(o *object) T) (T, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		var zero T
 		return zero, err
@@ -299,7 +305,8 @@ func decodeBury(body []byte) (engine.BuryRequest, error) {
 // decodeTake reads a take body. multi is the namespace-wide form, which
 // names its queues in the body.
 func decodeTake(body []byte, multi bool, lim limits) (engine.TakeRequest, time.Duration, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return engine.TakeRequest{}, 0, err
 	}
@@ -336,7 +343,8 @@ func readTake(o *object, multi, required bool, lim limits) (engine.TakeRequest, 
 }
 
 func decodeUpdate(body []byte, lim limits) (engine.UpdateRequest, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return engine.UpdateRequest{}, err
 	}
@@ -354,7 +362,8 @@ func decodeUpdate(body []byte, lim limits) (engine.UpdateRequest, error) {
 }
 
 func decodeRespawn(body []byte) (engine.RespawnRequest, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return engine.RespawnRequest{}, err
 	}
@@ -378,7 +387,8 @@ func decodeRespawn(body []byte) (engine.RespawnRequest, error) {
 const maxIntField = 1<<31 - 1
 
 func decodeQueuePatch(body []byte, lim limits) (engine.QueuePatch, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return engine.QueuePatch{}, err
 	}
@@ -431,7 +441,8 @@ func decodeQueuePatch(body []byte, lim limits) (engine.QueuePatch, error) {
 // that a misdirected body (say, a config sent to pause) is refused rather
 // than silently ignored.
 func decodeEmpty(body []byte) error {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return err
 	}
@@ -440,7 +451,8 @@ func decodeEmpty(body []byte) error {
 }
 
 func decodePublish(body []byte, lim limits) ([]byte, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +468,8 @@ func decodePublish(body []byte, lim limits) ([]byte, error) {
 }
 
 func decodeNamespace(body []byte) (string, engine.NamespaceConfig, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return "", engine.NamespaceConfig{}, err
 	}
@@ -473,7 +486,8 @@ func decodeNamespace(body []byte) (string, engine.NamespaceConfig, error) {
 // decodeNamespacePatch reads a PUT namespace body over the current
 // configuration: fields left out keep their values.
 func decodeNamespacePatch(body []byte, cfg engine.NamespaceConfig) (engine.NamespaceConfig, error) {
-	o, err := parseBody(body)
+	o := new(object)
+	err := o.parseBody(body)
 	if err != nil {
 		return cfg, err
 	}
