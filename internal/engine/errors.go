@@ -45,6 +45,9 @@ func (e *Error) Is(target error) bool {
 
 // CodeOf returns the code of an engine error, or "" for any other error.
 func CodeOf(err error) Code {
+	if err == nil {
+		return "" // before e, which escapes to errors.As: no allocation on success
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code

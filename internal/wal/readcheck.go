@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Payload reads are checked: ReadAt returns a range of a frame's body only
@@ -75,14 +76,33 @@ func markRuns(data []byte, runs []frameRun) []uint32 {
 // one committed frame, whose CRC is checked first. A damaged frame gives a
 // *DamageError (and Options.OnDamage is told). Safe for concurrent use.
 func (l *Log) ReadAt(seg uint32, off uint32, n uint32) ([]byte, error) {
-	b, _, _, err := l.readChecked(seg, off, n, nil)
-	if err != nil {
-		return nil, err
+	// The frame is read into pooled memory and the bytes copied out: a
+	// slice would pin the whole frame, ~200 KB for a batch of a thousand
+	// puts, for as long as the caller keeps the payload, and memory of
+	// its own per read was most of what a take allocated.
+	bp := frameBufs.Get().(*[]byte)
+	b, _, _, err := l.readChecked(seg, off, n, bp)
+	var out []byte
+	if err == nil {
+		out = bytes.Clone(b)
 	}
-	// A copy: a slice would pin the whole frame, ~200 KB for a batch of
-	// a thousand puts, for as long as the caller keeps the payload.
-	return bytes.Clone(b), nil
+	if cap(*bp) <= maxPooledFrame {
+		frameBufs.Put(bp)
+	}
+	return out, err
 }
+
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// maxPooledFrame bounds the buffers ReadAt keeps: a batch put's frame is
+// read whole once in a while, and should not stay.
+const maxPooledFrame = 64 << 10
+
+// readAhead is how far past the asked bytes a checked read reads at once.
+// The checksum covers the whole frame, so its tail must be read too; a
+// single put's frame ends within a few hundred bytes of its payload, and
+// reading that much more up front saves a second pread for it.
+const readAhead = 512
 
 // readChecked answers the n bytes at off and the checked frame holding
 // them (header and body) with the frame's offset. With scratch set, the
@@ -146,7 +166,7 @@ func (l *Log) readChecked(seg uint32, off uint32, n uint32, scratch *[]byte) (b,
 	if scratch != nil {
 		into = *scratch
 	}
-	buf, err := l.readRawInto(into, seg, uint32(mark), uint32(want-mark))
+	buf, err := l.readRawInto(into, seg, uint32(mark), uint32(min(want+readAhead, size)-mark))
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -274,3 +274,26 @@ func TestFrameReaderReusesItsMemory(t *testing.T) {
 		t.Fatalf("%d bytes allocated a read of a new %d-byte frame; want about the caller's %d-byte copy", per, len(bodies[0])+FrameHeaderSize, size)
 	}
 }
+
+// ReadAt of a payload in a small frame reads the frame into pooled memory,
+// its tail in the same read: what it allocates is the caller's copy.
+func TestReadAtAllocatesOnlyTheCopy(t *testing.T) {
+	l, _, _ := openReplay(t, t.TempDir(), Options{})
+	defer l.Close()
+	var pos []Position
+	for i := range 50 { // frames of a single put's size, past a mark or two
+		pos = append(pos, mustAppend(t, l, body(i, 180)))
+	}
+	mustCommit(t, l)
+	p, want := pos[len(pos)-1], body(49, 180)[40:140]
+	read := func() {
+		got, err := l.ReadAt(p.Segment, p.Offset+FrameHeaderSize+40, 100)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("ReadAt: %v", err)
+		}
+	}
+	read()
+	if n := testing.AllocsPerRun(200, read); n > 1 {
+		t.Errorf("ReadAt allocates %v times, want 1 (the copy)", n)
+	}
+}
