@@ -584,18 +584,18 @@ func (o *object) strList(name string) ([]string, bool) {
 	return out, true
 }
 
-// child reads a nested object; nil when absent or on error.
-func (o *object) child(name string) *object {
+// child reads a nested object into c, which the caller may keep on its
+// stack; false when absent or on error.
+func (o *object) child(name string, c *object) bool {
 	raw, ok := o.get(name)
 	if !ok {
-		return nil
+		return false
 	}
-	c, err := newObject(raw, o.field(name))
-	if err != nil {
+	if err := c.init(raw, o.field(name)); err != nil {
 		o.setErr(err)
-		return nil
+		return false
 	}
-	return c
+	return true
 }
 
 // anyJSON reads a field whose value may be any JSON, null included, and

@@ -184,7 +184,8 @@ func decodeAckTake(body []byte, queue string, lim limits) (engine.AckRequest, *a
 	}
 	o.allow("receipt", "result", "next", "reschedule", "take")
 	var take *ackTake
-	if tk := o.child("take"); tk != nil {
+	tk := new(object)
+	if o.child("take", tk) {
 		tr, wait := readTake(tk, true, false, lim)
 		if tk.err == nil && len(tr.Queues) == 0 {
 			tr.Queues = []string{queue} // by default the acked job's queue
@@ -200,7 +201,8 @@ func decodeAckTake(body []byte, queue string, lim limits) (engine.AckRequest, *a
 			o.setErr(tooLarge(o.field("result"), "result is %d bytes, the limit is %d", len(data), lim.maxPayload))
 		}
 	}
-	if n := o.child("next"); n != nil {
+	n := new(object)
+	if o.child("next", n) {
 		put := readPut(n, lim, "queue")
 		// Without a queue the next job goes to the acked job's own queue,
 		// which is what a multi-step job that re-enqueues itself wants.
@@ -212,7 +214,8 @@ func decodeAckTake(body []byte, queue string, lim limits) (engine.AckRequest, *a
 		o.setErr(n.err)
 		req.Next = &engine.NextPut{Queue: q, Put: put}
 	}
-	if rs := o.child("reschedule"); rs != nil {
+	rs := new(object)
+	if o.child("reschedule", rs) {
 		rs.allow("delay", "at")
 		delay := rs.optDuration("delay")
 		rs.setErr(checkDelay(rs.field("delay"), delay))
@@ -420,7 +423,8 @@ func decodeQueuePatch(body []byte, lim limits) (engine.QueuePatch, error) {
 			o.fail("key_mode", `must be "strict" or "exclusive"`)
 		}
 	}
-	if b := o.child("backoff"); b != nil {
+	b := new(object)
+	if o.child("backoff", b) {
 		b.allow("initial", "max", "multiplier", "jitter")
 		p.BackoffInitial = b.optDuration("initial")
 		p.BackoffMax = b.optDuration("max")
@@ -500,8 +504,8 @@ func readNamespace(o *object, cfg *engine.NamespaceConfig) {
 	if b := o.optBool("auto_create_queues"); b != nil {
 		cfg.AutoCreateQueues = *b
 	}
-	h := o.child("channel_history")
-	if h == nil {
+	h := new(object)
+	if !o.child("channel_history", h) {
 		return
 	}
 	h.allow("size", "ttl", "durable")
