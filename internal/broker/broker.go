@@ -311,7 +311,14 @@ func (b *Broker) do(ctx context.Context, fn func(now time.Time) (any, error)) (a
 // submit hands r to the loop, unless ctx ends or the broker stops first.
 func (b *Broker) submit(ctx context.Context, r *request) error {
 	// Most often the loop has room: asking ctx for its Done channel first
-	// would allocate one per request.
+	// would allocate one per request. A stopping broker refuses first, as
+	// the select below would not always (the queue has room after the
+	// loop's last drain).
+	select {
+	case <-b.stop:
+		return errClosed
+	default:
+	}
 	select {
 	case b.reqs <- r:
 		return nil

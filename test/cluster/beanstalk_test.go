@@ -30,7 +30,9 @@ func TestBeanstalkThroughAnyNode(t *testing.T) {
 			c.kill(n)
 		}
 	})
-	lead := c.leader(15 * time.Second)
+	// Every node must know the leader: one that does not yet serves the
+	// connection itself, and its put fails (no leader known).
+	lead := c.settled(15 * time.Second)
 	follower := c.nodes[int(lead.id)%3]
 	conn, err := beanstalk.Dial("tcp", bs[follower.id])
 	if err != nil {
