@@ -21,8 +21,9 @@ import (
 //     per (queue, block) pair, not per job: a ready or delayed job pays
 //     nothing beyond it;
 //   - per state other than ready and delayed (blocked, reserved, dead,
-//     completed), a B-tree of the queue's jobs in that state by id, the
-//     order those listings answer in. Ready and delayed jobs, the bulk of
+//     completed), an index of the queue's jobs in that state by id, the
+//     order those listings answer in (idindex.go: a sorted slice while
+//     small, a B-tree once large). Ready and delayed jobs, the bulk of
 //     any large queue, are never in one; their listings walk the heaps
 //     they already live in.
 type queueLists struct {
@@ -32,7 +33,7 @@ type queueLists struct {
 	// acks empty the oldest, so most updates hit one of these
 	hot   [2]*seqBlock
 	probe seqBlock
-	byID  [len(idIndexed)]*btree.BTreeG[idItem]
+	byID  [len(idIndexed)]*idIndex
 }
 
 // seqBlock counts a queue's jobs per state in one block of sequence numbers.
@@ -130,15 +131,15 @@ func (e *Engine) noteState(q *queue, slot uint32, j *job, s State) {
 	if ni >= 0 {
 		t := l.byID[ni]
 		if t == nil {
-			t = btree.NewBTreeGOptions(e.idLess, btree.Options{Degree: 32, NoLocks: true})
+			t = newIDIndex(e.idLess)
 			l.byID[ni] = t
 		}
 		if e.bulk.on {
 			// A snapshot lists a queue's jobs mostly in id order: Load
-			// appends such an item to the last leaf with one comparison
-			// (a full descent otherwise, 0.45 s of a restart of 5 M keyed
-			// jobs) and leaves full leaves behind instead of half-full
-			// ones; an item out of order it inserts as Set does.
+			// appends such an item to a tree's last leaf with one
+			// comparison (a full descent otherwise, 0.45 s of a restart of
+			// 5 M keyed jobs) and leaves full leaves behind instead of
+			// half-full ones; an item out of order it inserts as Set does.
 			t.Load(it)
 		} else {
 			t.Set(it)
