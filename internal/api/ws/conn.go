@@ -59,6 +59,7 @@ type conn struct {
 	id        *identity
 	subs      map[string]*pubsub.Subscription // by "ns/ch"
 	cons      atomic.Pointer[consumer]
+	queued    []queuedPut    // pipelined puts in flight (settlePuts)
 	async     sync.WaitGroup // running ack/nack/touch/bury
 	sem       chan struct{}  // bounds async; made on first use
 	pingTimer *time.Timer

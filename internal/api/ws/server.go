@@ -31,6 +31,10 @@ type Backend interface {
 	HasTokens() bool
 	Publish(ctx context.Context, ns, ch string, data []byte) (offset uint64, epoch string, err error)
 	Put(ctx context.Context, ns, q string, req engine.PutRequest) (engine.PutResult, error)
+	// PutQueued starts a put and returns at once; puts started one after
+	// another run in that order. wait gives the durable answer and must be
+	// called exactly once; req.Payload must not change until then.
+	PutQueued(ctx context.Context, ns, q string, req engine.PutRequest) (wait func() (engine.PutResult, error))
 	Take(ctx context.Context, ns string, req engine.TakeRequest, wait time.Duration) ([]engine.Job, error)
 	Ack(ctx context.Context, ns, q, id string, req engine.AckRequest) (engine.AckResult, error)
 	Nack(ctx context.Context, ns, q, id string, req engine.NackRequest) (engine.State, error)

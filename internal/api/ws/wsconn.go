@@ -131,8 +131,9 @@ func (c *conn) process() {
 				c.fail(0, badRequest("commands are JSON text frames"))
 				continue
 			}
-			c.handle(msg)
+			c.handle(msg, i < len(batch)-1)
 		}
+		c.settlePuts()
 	}
 }
 
@@ -225,8 +226,12 @@ func (c *conn) ping() {
 // may pipeline them and rely on their order; ack, nack, touch and bury
 // run concurrently (bounded by MaxInflight), because a worker acks many
 // jobs and each ack waits for a disk sync.
-func (c *conn) handle(frame []byte) {
+// handle runs one command; more says another follows it in this batch.
+func (c *conn) handle(frame []byte, more bool) {
 	cmd, err := decodeCommand(frame)
+	if err != nil || cmd.Op != "put" {
+		c.settlePuts() // answers go out in the order of the commands
+	}
 	if err != nil {
 		if cmd.ID == 0 {
 			c.fail(0, err)
@@ -280,7 +285,7 @@ func (c *conn) handle(frame []byte) {
 	case "refresh":
 		c.refresh(cmd)
 	default:
-		c.queueCommand(cmd)
+		c.queueCommand(cmd, more)
 	}
 }
 
