@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/beanstalkd/go-beanstalk"
@@ -14,12 +17,13 @@ import (
 // beanstalkd itself and chronoq's beanstalkd-protocol listener alike.
 type beanstalkTarget struct {
 	addr, tube string
+	pipeline   int // --pipeline: each connection also gets a raw put connection
 }
 
 // OpenBeanstalk opens a beanstalkd-protocol target: chronoq's listener
 // or beanstalkd itself.
-func OpenBeanstalk(_ context.Context, _ Config, addr, run string) (Target, error) {
-	return &beanstalkTarget{addr: addr, tube: run}, nil
+func OpenBeanstalk(_ context.Context, cfg Config, addr, run string) (Target, error) {
+	return &beanstalkTarget{addr: addr, tube: run, pipeline: cfg.Pipeline}, nil
 }
 
 func (t *beanstalkTarget) Addr() string { return t.addr }
@@ -77,7 +81,39 @@ func (t *beanstalkTarget) Connect(ctx context.Context) (Conn, error) {
 		}
 		return nil, err
 	}
+	if t.pipeline > 1 {
+		if bc.pipe, err = t.dialPipe(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return bc, nil
+}
+
+// dialPipe opens a connection for pipelined puts: go-beanstalk answers
+// one command at a time, so --pipeline writes the protocol itself.
+func (t *beanstalkTarget) dialPipe(ctx context.Context) (*pipeConn, error) {
+	nc, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipeConn{nc: nc, r: bufio.NewReader(nc)}
+	nc.SetDeadline(time.Now().Add(OpTimeout))
+	if _, err := fmt.Fprintf(nc, "use %s\r\n", t.tube); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if line, err := p.r.ReadString('\n'); err != nil || line != "USING "+t.tube+"\r\n" {
+		nc.Close()
+		return nil, fmt.Errorf("use %s: %q %v", t.tube, line, err)
+	}
+	return p, nil
+}
+
+type pipeConn struct {
+	nc  net.Conn
+	r   *bufio.Reader
+	buf []byte
 }
 
 type beanstalkConn struct {
@@ -85,9 +121,42 @@ type beanstalkConn struct {
 	c    *beanstalk.Conn
 	tube *beanstalk.Tube
 	set  *beanstalk.TubeSet
+	pipe *pipeConn // --pipeline
 }
 
-func (c *beanstalkConn) Close() error { return c.c.Close() }
+func (c *beanstalkConn) Close() error {
+	if c.pipe != nil {
+		c.pipe.nc.Close()
+	}
+	return c.c.Close()
+}
+
+func (c *beanstalkConn) PutPipelined(_ context.Context, payload []byte, lat []time.Duration) error {
+	p := c.pipe
+	if p == nil {
+		return errors.New("put: no pipelining connection (--pipeline)")
+	}
+	p.nc.SetDeadline(time.Now().Add(OpTimeout))
+	sent := make([]time.Time, len(lat))
+	for i := range lat {
+		p.buf = fmt.Appendf(p.buf[:0], "put 1024 0 30 %d\r\n%s\r\n", len(payload), payload)
+		sent[i] = time.Now()
+		if _, err := p.nc.Write(p.buf); err != nil {
+			return err
+		}
+	}
+	for i := range lat {
+		line, err := p.r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(line, "INSERTED ") {
+			return fmt.Errorf("put: %q", strings.TrimSpace(line))
+		}
+		lat[i] = time.Since(sent[i])
+	}
+	return nil
+}
 
 func (c *beanstalkConn) Put(_ context.Context, payload []byte, delay time.Duration) error {
 	c.dc.wait = 0

@@ -57,6 +57,9 @@ type Config struct {
 	// requests even where the target can ack and take the next job in one
 	// (AckTaker).
 	ThreeRequests bool
+	// Pipeline (put) makes each connection send this many puts before
+	// reading their answers (targets that are Pipeliners); 0 or 1: one.
+	Pipeline int
 
 	// Backlog (mixed) bounds the jobs put and not yet taken: producers
 	// wait for room (mixed.go). 0 means 2 × Conns; negative means
@@ -154,6 +157,11 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	}
 
 	r := &runner{cfg: cfg, caps: caps}
+	if cfg.Pipeline > 1 {
+		if _, ok := conns[0].(Pipeliner); !ok || cfg.Scenario != "put" {
+			return Result{}, nil, fmt.Errorf("%s %s: --pipeline: %w (pipelined puts: the put scenario on chronoq-ws, chronoq-beanstalk or beanstalkd)", cfg.Target, cfg.Scenario, ErrUnsupported)
+		}
+	}
 	if cfg.Scenario == "lifecycle" && !cfg.ThreeRequests {
 		_, r.ackTake = conns[0].(AckTaker)
 	}
@@ -208,6 +216,9 @@ func (r *runner) finish(ctx context.Context, tgt Target, elapsed time.Duration, 
 	res.JobsPerSec = round3(float64(res.Jobs) / elapsed.Seconds())
 	if r.ackTake {
 		res.Variant = "ack+take"
+	}
+	if cfg.Pipeline > 1 {
+		res.Variant = fmt.Sprintf("pipeline %d", cfg.Pipeline)
 	}
 	r.cpuInto(&res)
 	s := rec.Summary()
@@ -315,6 +326,10 @@ func (r *runner) worker(ctx context.Context, c Conn, rec *Recorder, seed uint64)
 		payload = append(payload, make([]byte, stampLen-len(payload))...)
 	}
 	consecutive := 0
+	var lat []time.Duration // pipelined puts' latencies
+	if r.cfg.Pipeline > 1 {
+		lat = make([]time.Duration, r.cfg.Pipeline)
+	}
 	var held *Job // ack+take lifecycle: the job the last ack took
 	defer func() {
 		if held != nil { // the last taken job is acked outside the clock
@@ -328,6 +343,14 @@ func (r *runner) worker(ctx context.Context, c Conn, rec *Recorder, seed uint64)
 		var err error
 		var sample time.Duration
 		switch {
+		case lat != nil:
+			if err = c.(Pipeliner).PutPipelined(ctx, payload, lat); err == nil {
+				r.jobs.Add(int64(len(lat)) - 1)
+				for _, d := range lat[1:] {
+					rec.Record(d)
+				}
+				sample = lat[0]
+			}
 		case r.cfg.Scenario == "put":
 			t0 := time.Now()
 			err = c.Put(ctx, payload, 0)

@@ -84,6 +84,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.StringVar(&cfg.Label, "label", "", "name reported as the target (e.g. beanstalkd-nobinlog)")
 	fs.StringVar(&cfg.Token, "token", os.Getenv("CHRONOQ_TOKEN"), "chronoq namespace token, when the server requires one (env CHRONOQ_TOKEN)")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "the server's process id, whose CPU time per operation is reported (default: the process listening on --addr's port, when on this host)")
+	fs.IntVar(&cfg.Pipeline, "pipeline", 0, "put: each connection sends this many puts before reading their answers (chronoq-ws, chronoq-beanstalk, beanstalkd)")
 	fs.BoolVar(&cfg.ThreeRequests, "three-requests", false, "lifecycle: put, take and ack in three requests even where the target acks and takes the next job in one (chronoq-http)")
 	fs.BoolVar(&cfg.NoServerCPU, "no-server-cpu", false, "do not measure the server's CPU time")
 	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")

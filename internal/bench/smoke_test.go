@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,17 @@ func (c *counting) Put(ctx context.Context, ns, q string, req engine.PutRequest)
 		c.puts.Add(1)
 	}
 	return r, err
+}
+
+func (c *counting) PutQueued(ctx context.Context, ns, q string, req engine.PutRequest) func() (engine.PutResult, error) {
+	wait := c.Broker.PutQueued(ctx, ns, q, req)
+	return func() (engine.PutResult, error) {
+		r, err := wait()
+		if err == nil {
+			c.puts.Add(1)
+		}
+		return r, err
+	}
 }
 
 func (c *counting) Ack(ctx context.Context, ns, q, id string, req engine.AckRequest) (engine.AckResult, error) {
@@ -120,25 +132,31 @@ func TestSmokeChronoq(t *testing.T) {
 		target, scenario string
 		dur              time.Duration
 		threeRequests    bool
+		pipeline         int
 	}{
-		{"chronoq-http", "put", 700 * time.Millisecond, false},
-		{"chronoq-http", "lifecycle", 700 * time.Millisecond, false},
-		{"chronoq-http", "lifecycle", 700 * time.Millisecond, true},
-		{"chronoq-http", "delayed", 500 * time.Millisecond, false},
-		{"chronoq-ws", "put", 700 * time.Millisecond, false},
-		{"chronoq-ws", "lifecycle", 700 * time.Millisecond, false},
-		{"chronoq-ws", "delayed", 500 * time.Millisecond, false},
-		{"chronoq-ws", "fanout", 700 * time.Millisecond, false},
-		{"chronoq-beanstalk", "put", 700 * time.Millisecond, false},
-		{"chronoq-beanstalk", "lifecycle", 700 * time.Millisecond, false},
-		{"chronoq-beanstalk", "delayed", 1200 * time.Millisecond, false}, // whole-second delays
-		{"chronoq-http", "mixed", 700 * time.Millisecond, false},
-		{"chronoq-beanstalk", "mixed", 700 * time.Millisecond, false},
+		{"chronoq-http", "put", 700 * time.Millisecond, false, 0},
+		{"chronoq-http", "lifecycle", 700 * time.Millisecond, false, 0},
+		{"chronoq-http", "lifecycle", 700 * time.Millisecond, true, 0},
+		{"chronoq-http", "delayed", 500 * time.Millisecond, false, 0},
+		{"chronoq-ws", "put", 700 * time.Millisecond, false, 0},
+		{"chronoq-ws", "lifecycle", 700 * time.Millisecond, false, 0},
+		{"chronoq-ws", "delayed", 500 * time.Millisecond, false, 0},
+		{"chronoq-ws", "fanout", 700 * time.Millisecond, false, 0},
+		{"chronoq-beanstalk", "put", 700 * time.Millisecond, false, 0},
+		{"chronoq-beanstalk", "lifecycle", 700 * time.Millisecond, false, 0},
+		{"chronoq-beanstalk", "delayed", 1200 * time.Millisecond, false, 0}, // whole-second delays
+		{"chronoq-http", "mixed", 700 * time.Millisecond, false, 0},
+		{"chronoq-beanstalk", "mixed", 700 * time.Millisecond, false, 0},
+		{"chronoq-ws", "put", 700 * time.Millisecond, false, 8},
+		{"chronoq-beanstalk", "put", 700 * time.Millisecond, false, 8},
 	}
 	for _, c := range cases {
 		name := c.target + "/" + c.scenario
 		if c.threeRequests {
 			name += "/three-requests"
+		}
+		if c.pipeline > 0 {
+			name += "/pipeline"
 		}
 		t.Run(name, func(t *testing.T) {
 			s := newServer(t)
@@ -148,7 +166,8 @@ func TestSmokeChronoq(t *testing.T) {
 			}
 			cfg := bench.Config{Target: c.target, Addr: addr, Scenario: c.scenario, Conns: 4,
 				Duration: c.dur, Payload: 64, DelayMin: 20 * time.Millisecond, DelayMax: 200 * time.Millisecond,
-				Progress: io.Discard, ProgressEvery: 50 * time.Millisecond, ThreeRequests: c.threeRequests}
+				Progress: io.Discard, ProgressEvery: 50 * time.Millisecond, ThreeRequests: c.threeRequests,
+				Pipeline: c.pipeline}
 			if c.target == "chronoq-beanstalk" {
 				cfg.DelayMin, cfg.DelayMax = time.Second, time.Second
 			}
@@ -167,6 +186,9 @@ func TestSmokeChronoq(t *testing.T) {
 			case "put":
 				if puts != res.Jobs || done != 0 {
 					t.Fatalf("bench counted %d puts, server stored %d (and completed %d)", res.Jobs, puts, done)
+				}
+				if want := fmt.Sprintf("pipeline %d", c.pipeline); c.pipeline > 1 && (res.Variant != want || res.Jobs%int64(c.pipeline) != 0) {
+					t.Fatalf("variant %q, %d jobs: want %q, whole rounds", res.Variant, res.Jobs, want)
 				}
 			case "lifecycle", "delayed":
 				if puts != res.Jobs || done != res.Jobs {

@@ -52,6 +52,16 @@ type AckTaker interface {
 	AckTake(ctx context.Context, j Job, wait time.Duration) (Job, error)
 }
 
+// Pipeliner is a Conn that can send several puts before reading their
+// answers, as a client with many puts in flight on one connection does
+// (--pipeline).
+type Pipeliner interface {
+	// PutPipelined sends len(lat) puts back to back, then reads their
+	// answers in order; lat[i] is the time from the i-th put's send to its
+	// answer.
+	PutPipelined(ctx context.Context, payload []byte, lat []time.Duration) error
+}
+
 // FanoutTarget is a target with publish/subscribe channels (the fanout
 // scenario): one publisher, --conns subscribers of one channel per run.
 type FanoutTarget interface {

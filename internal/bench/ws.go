@@ -168,6 +168,41 @@ func (w *wsConn) Put(ctx context.Context, payload []byte, delay time.Duration) e
 	return err
 }
 
+func (w *wsConn) PutPipelined(ctx context.Context, payload []byte, lat []time.Duration) error {
+	first := w.nextID + 1
+	sent := make([]time.Time, len(lat))
+	for i := range lat {
+		w.nextID++
+		w.buf.Reset()
+		fmt.Fprintf(&w.buf, `{"id":%d,"put":{"queue":%q,"payload":"%s"}}`, w.nextID, w.t.queue, payload)
+		sent[i] = time.Now()
+		if err := w.c.WriteMessage(websocket.TextMessage, w.buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	timer := time.NewTimer(OpTimeout)
+	defer timer.Stop()
+	for i := range lat {
+		select {
+		case f := <-w.answers:
+			if f.ID != first+uint64(i) {
+				return fmt.Errorf("put: answer for id %d, want %d", f.ID, first+uint64(i))
+			}
+			if f.Error != nil {
+				return fmt.Errorf("put: %s: %s", f.Error.Code, f.Error.Message)
+			}
+			lat[i] = time.Since(sent[i])
+		case <-w.done:
+			return fmt.Errorf("put: connection closed: %v", w.readErr)
+		case <-timer.C:
+			return fmt.Errorf("put: no answer within %s", OpTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 func (w *wsConn) Take(ctx context.Context, wait time.Duration) (Job, error) {
 	if !w.consume {
 		if _, err := w.call(ctx, "consume", []byte(fmt.Sprintf(`{"queues":[%q],"prefetch":1,"ttr":"30s"}`, w.t.queue))); err != nil {
