@@ -14,7 +14,9 @@
 # BASE_BIN and NEW_BIN are chronoq binaries (e.g. built with
 # `git worktree add /tmp/base <commit> && go build -o /tmp/chronoq-base
 # ./cmd/chronoq` there). The base's chronoq-http lifecycle runs with
-# --three-requests (a base without ack-and-take-next rejects "take").
+# --three-requests (a base without ack-and-take-next rejects "take");
+# BASE_ACKTAKE=1 also runs it with ack-and-take-next (bases since
+# 2026-11-25). The pipelined cells need a chronoq-bench with --pipeline.
 # Summarize with: bench/speed-ab.sh --table OUT [BASE_LABEL].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,6 +75,7 @@ for rep in $(seq "$REPS"); do
 			run redis redis 127.0.0.1:23379 put $n
 		fi
 		run base-http-3req chronoq-http $B lifecycle $n --three-requests
+		[[ -n ${BASE_ACKTAKE:-} ]] && run base-http-acktake chronoq-http $B lifecycle $n
 		run new-http-acktake chronoq-http $N lifecycle $n
 		run new-http-3req chronoq-http $N lifecycle $n --three-requests
 		run base-beanstalk chronoq-beanstalk $BB lifecycle $n
@@ -84,6 +87,12 @@ for rep in $(seq "$REPS"); do
 			run redis redis 127.0.0.1:23379 lifecycle $n
 		fi
 	done
+	# pipelined puts: 8 connections with 32 puts in flight each
+	run base-ws-p32 chronoq-ws $B put 8 --pipeline 32
+	run new-ws-p32 chronoq-ws $N put 8 --pipeline 32
+	run base-beanstalk-p32 chronoq-beanstalk $BB put 8 --pipeline 32
+	run new-beanstalk-p32 chronoq-beanstalk $NB put 8 --pipeline 32
+	run beanstalkd-nobinlog-p32 beanstalkd 127.0.0.1:23311 put 8 --pipeline 32
 	run base-ws chronoq-ws $B fanout 1000
 	run new-ws chronoq-ws $N fanout 1000
 	run base-http chronoq-http $B delayed 64 --delay-range 1s..2s
