@@ -221,12 +221,13 @@ func (c *conn) ping() {
 	c.pingTimer.Reset(c.s.opts.PingInterval)
 }
 
-// handle runs one command. Commands that change the connection's state
-// (connect, subscribe, publish, put, ...) run here, in order, so a client
-// may pipeline them and rely on their order; ack, nack, touch and bury
-// run concurrently (bounded by MaxInflight), because a worker acks many
-// jobs and each ack waits for a disk sync.
 // handle runs one command; more says another follows it in this batch.
+// Commands that change the connection's state (connect, subscribe,
+// publish, put, ...) run here, in order, so a client may pipeline them and
+// rely on their order; ack, nack, touch and bury run concurrently
+// (bounded by MaxInflight), because a worker acks many jobs and each ack
+// waits for a disk sync. Puts followed by more commands are only handed to
+// the broker here and answered, in order, by settlePuts.
 func (c *conn) handle(frame []byte, more bool) {
 	cmd, err := decodeCommand(frame)
 	if err != nil || cmd.Op != "put" {
