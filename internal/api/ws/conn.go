@@ -101,6 +101,7 @@ type outMsg struct {
 	// reconnected to catch up.
 	bounded bool
 	data    []byte
+	n       int    // kindFrame: the messages data holds (settlePuts' answers); 0 counts as 1
 	event   string // SSE event name of a kindText message
 	pub     *pubsub.Publication
 	pos     *ssePos // kindSubscribed (SSE): the position the stream starts at
@@ -140,13 +141,13 @@ func (c *conn) enqueue(m outMsg, now bool) bool {
 		return false
 	}
 	if m.bounded {
-		n := m.size()
-		if c.qLen >= c.s.opts.MaxQueue || c.qBytes+n > c.s.opts.MaxQueueBytes {
+		n, k := m.size(), max(m.n, 1)
+		if c.qLen+k > c.s.opts.MaxQueue || c.qBytes+n > c.s.opts.MaxQueueBytes {
 			c.overflowLocked()
 			c.mu.Unlock()
 			return false
 		}
-		c.qLen++
+		c.qLen += k
 		c.qBytes += n
 	}
 	c.q = append(c.q, m)

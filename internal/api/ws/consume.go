@@ -136,24 +136,27 @@ func (c *conn) settlePuts() {
 		return
 	}
 	var out, msg []byte
+	n := 0 // answers in out
+	flush := func() {
+		if n > 0 {
+			c.sendNow(outMsg{kind: kindFrame, bounded: true, data: out, n: n})
+			out, n = nil, 0
+		}
+	}
 	for i, p := range c.queued {
 		r, err := p.wait()
 		c.queued[i] = queuedPut{}
 		if err != nil {
-			if len(out) > 0 {
-				c.sendNow(outMsg{kind: kindFrame, bounded: true, data: out})
-				out = nil
-			}
+			flush()
 			c.replyError(p.id, err)
 			continue
 		}
 		msg = appendPutReply(msg[:0], p.id, r)
 		out = appendFrame(out, websocket.TextMessage, msg)
+		n++
 	}
 	c.queued = c.queued[:0]
-	if len(out) > 0 {
-		c.sendNow(outMsg{kind: kindFrame, bounded: true, data: out})
-	}
+	flush()
 }
 
 // settle runs ack, nack, touch or bury. The answer is queued before the
