@@ -52,6 +52,9 @@ func answers(t *testing.T, c *conn) []string {
 	t.Helper()
 	var ids []string
 	for _, m := range c.q {
+		if m.kind != kindText && m.kind != kindFrame {
+			continue // the close frame
+		}
 		data := m.data
 		var msgs [][]byte
 		if m.kind == kindFrame {
@@ -68,14 +71,17 @@ func answers(t *testing.T, c *conn) []string {
 		}
 		for _, b := range msgs {
 			var a struct {
-				ID     uint64          `json:"id"`
+				ID     *uint64         `json:"id"`
 				Error  json.RawMessage `json:"error"`
 				Result struct{ ID string }
 			}
 			if err := json.Unmarshal(b, &a); err != nil {
 				t.Fatalf("answer %q: %v", b, err)
 			}
-			id := fmt.Sprint(a.ID)
+			if a.ID == nil {
+				continue // a push ({"disconnect": ...})
+			}
+			id := fmt.Sprint(*a.ID)
 			if a.Error != nil {
 				id = "!" + id
 			} else if a.Result.ID != "" {
@@ -134,5 +140,31 @@ func TestPipelinedPutsAnsweredInOrder(t *testing.T) {
 	}
 	if got := strings.Join(answers(t, c), " "); got != "10:job-10" {
 		t.Errorf("a lone put: answers %s", got)
+	}
+}
+
+// A binary frame behind pipelined puts ends the connection, after the
+// puts handed to the broker are answered: they are durable, and the
+// client hears so before the error that closes it.
+func TestPipelinedPutsAnsweredBeforeABinaryFrame(t *testing.T) {
+	f := &pipeBackend{}
+	s, err := New(f, nil, Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &conn{s: s, id: &identity{}, writing: true, processing: true}
+	c.inbox = [][]byte{
+		[]byte(`{"id":1,"put":{"queue":"q","payload":1}}`),
+		[]byte(`{"id":2,"put":{"queue":"q","payload":2}}`),
+		{}, // a binary frame
+		[]byte(`{"id":3,"put":{"queue":"q","payload":3}}`),
+	}
+	c.proc.Add(1)
+	c.process()
+	if got, want := strings.Join(answers(t, c), " "), "1:job-1 2:job-2 !0"; got != want {
+		t.Errorf("answers %s, want %s", got, want)
+	}
+	if got, want := strings.Join(f.waited, ","), "1,2"; got != want || f.pending != 0 {
+		t.Errorf("waited for %s (%d left), want %s", got, f.pending, want)
 	}
 }

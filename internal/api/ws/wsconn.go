@@ -128,6 +128,7 @@ func (c *conn) process() {
 				continue // draining until the client answers our close frame
 			}
 			if len(msg) == 0 {
+				c.settlePuts()
 				c.fail(0, badRequest("commands are JSON text frames"))
 				continue
 			}
