@@ -222,7 +222,7 @@ func (b *Broker) Put(ctx context.Context, ns, q string, req engine.PutRequest) (
 		r.release()
 		return engine.PutResult{}, err
 	}
-	<-r.done
+	b.await(r)
 	return r.putAnswer()
 }
 
@@ -265,7 +265,7 @@ func (b *Broker) PutQueued(ctx context.Context, ns, q string, req engine.PutRequ
 		return fail(err)
 	}
 	return func() (engine.PutResult, error) {
-		<-r.done
+		b.await(r)
 		return r.putAnswer()
 	}
 }
@@ -324,7 +324,9 @@ func (b *Broker) parked(ctx context.Context, w *waiter, fn func(now time.Time) (
 	case <-ctx.Done():
 		w.gone.Store(true)
 		go b.do(context.Background(), func(time.Time) (any, error) { return nil, nil })
-		<-r.done
+		b.await(r)
+	case <-b.done:
+		b.await(r)
 	}
 	return r.res, r.err
 }

@@ -302,10 +302,38 @@ func (b *Broker) do(ctx context.Context, fn func(now time.Time) (any, error)) (a
 		r.release()
 		return nil, err
 	}
-	<-r.done
+	b.await(r)
 	res, err := r.res, r.err
 	r.release()
 	return res, err
+}
+
+// await waits for the answer to r, which submit handed to the loop. A
+// send can land in the queue after the loop's final drain (submit saw the
+// broker running, then Close ran its shutdown before the send): once the
+// loop is gone, such a request is refused here, so its sender does not
+// wait forever — as a far-bucket rewrite did, and Close with it.
+func (b *Broker) await(r *request) {
+	select {
+	case <-r.done:
+	case <-b.done:
+		b.refuseRequests()
+		<-r.done
+	}
+}
+
+// refuseRequests answers errClosed to every request still queued for the
+// loop. Each is received by one goroutine, which alone answers it.
+func (b *Broker) refuseRequests() {
+	for {
+		select {
+		case r := <-b.reqs:
+			r.res, r.err = nil, errClosed
+			r.finish()
+		default:
+			return
+		}
+	}
 }
 
 // submit hands r to the loop, unless ctx ends or the broker stops first.
@@ -625,16 +653,7 @@ func (b *Broker) Close() error {
 // errClosed and releases the long-poll waiters: the first step of either
 // shutdown (single node or cluster member).
 func (b *Broker) refuseQueued() {
-	for {
-		select {
-		case r := <-b.reqs:
-			r.res, r.err = nil, errClosed
-			r.finish()
-			continue
-		default:
-		}
-		break
-	}
+	b.refuseRequests()
 	b.waiters.releaseAll()
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chronoq/chronoq/internal/engine"
 )
@@ -85,4 +86,40 @@ func BenchmarkBrokerPut(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A request that reaches the loop's queue after the loop's final drain —
+// a sender that found the broker running, then lost the race with Close
+// — is refused once the loop is gone, instead of waiting forever (a far
+// bucket rewrite did, and Close waited for it).
+func TestRequestStrandedByCloseIsRefused(t *testing.T) {
+	b := open(t, t.TempDir(), 0)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What submit's send does when it passes the stop check just before
+	// Close and lands after the final drain.
+	stranded := make([]*request, 3)
+	for i := range stranded {
+		stranded[i] = newRequest()
+		stranded[i].fn = func(time.Time) (any, error) { return "ran", nil }
+		b.reqs <- stranded[i]
+	}
+	done := make(chan error, len(stranded))
+	for _, r := range stranded {
+		go func() {
+			b.await(r)
+			done <- r.err
+		}()
+	}
+	for range stranded {
+		select {
+		case err := <-done:
+			if err != errClosed {
+				t.Errorf("a stranded request answered %v, want errClosed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a stranded request is still waiting")
+		}
+	}
 }
