@@ -145,17 +145,20 @@ func (c *beanstalkConn) PutPipelined(_ context.Context, payload []byte, lat []ti
 			return err
 		}
 	}
+	// Every answer is read, a refused put's too, so the next round starts
+	// with its own answers.
+	var refused error
 	for i := range lat {
 		line, err := p.r.ReadString('\n')
 		if err != nil {
 			return err
 		}
-		if !strings.HasPrefix(line, "INSERTED ") {
-			return fmt.Errorf("put: %q", strings.TrimSpace(line))
+		if !strings.HasPrefix(line, "INSERTED ") && refused == nil {
+			refused = fmt.Errorf("put: %q", strings.TrimSpace(line))
 		}
 		lat[i] = time.Since(sent[i])
 	}
-	return nil
+	return refused
 }
 
 func (c *beanstalkConn) Put(_ context.Context, payload []byte, delay time.Duration) error {

@@ -182,14 +182,17 @@ func (w *wsConn) PutPipelined(ctx context.Context, payload []byte, lat []time.Du
 	}
 	timer := time.NewTimer(OpTimeout)
 	defer timer.Stop()
+	// Every answer is read, a refused put's too, so the next round starts
+	// with its own answers.
+	var refused error
 	for i := range lat {
 		select {
 		case f := <-w.answers:
 			if f.ID != first+uint64(i) {
 				return fmt.Errorf("put: answer for id %d, want %d", f.ID, first+uint64(i))
 			}
-			if f.Error != nil {
-				return fmt.Errorf("put: %s: %s", f.Error.Code, f.Error.Message)
+			if f.Error != nil && refused == nil {
+				refused = fmt.Errorf("put: %s: %s", f.Error.Code, f.Error.Message)
 			}
 			lat[i] = time.Since(sent[i])
 		case <-w.done:
@@ -200,7 +203,7 @@ func (w *wsConn) PutPipelined(ctx context.Context, payload []byte, lat []time.Du
 			return ctx.Err()
 		}
 	}
-	return nil
+	return refused
 }
 
 func (w *wsConn) Take(ctx context.Context, wait time.Duration) (Job, error) {
