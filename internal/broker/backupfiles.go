@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoq/chronoq/internal/datadir"
 	"github.com/chronoq/chronoq/internal/farstore"
 	"github.com/chronoq/chronoq/internal/snapshot"
 	"github.com/chronoq/chronoq/internal/wal"
@@ -118,7 +119,11 @@ func (s *BackupSet) WriteTo(w io.Writer) (int64, error) {
 	tw := tar.NewWriter(cw)
 	m := BackupManifest{Format: BackupFormat, Version: BackupVersion, Created: time.Now().UTC(), Start: s.Start, Cut: s.Cut, Jobs: s.Jobs}
 	add := func(name, src string, size int64) error {
-		f, err := os.Open(src)
+		// a backup streams while the server serves: read the way
+		// datadir.BackgroundFile does, so commits do not wait behind it,
+		// and past the page cache, which it would otherwise fill with the
+		// whole data directory
+		f, err := datadir.OpenUncached(src)
 		if err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
@@ -127,7 +132,7 @@ func (s *BackupSet) WriteTo(w io.Writer) (int64, error) {
 			return fmt.Errorf("backup: %w", err)
 		}
 		sum := newFileSum()
-		if n, err := io.Copy(io.MultiWriter(tw, sum), io.NewSectionReader(f, 0, size)); err != nil {
+		if n, err := datadir.Copy(io.MultiWriter(tw, sum), io.NewSectionReader(f, 0, size)); err != nil {
 			return fmt.Errorf("backup: copy %s: %w", src, err)
 		} else if n != size {
 			return fmt.Errorf("backup: %s: read %d bytes, want %d", src, n, size)

@@ -36,6 +36,7 @@
 package farstore
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -306,8 +307,12 @@ func Read(path string, size int64, fn func(blockOff int64, item []byte) error) e
 // ReadFrom is Read of the blocks from offset from (0, or the end of a
 // block: a size recorded earlier) up to size; the header is checked only
 // when from is 0.
+//
+// Buckets are read while the server runs (loaded ahead of their window,
+// searched, rewritten), so the file is read the way
+// datadir.BackgroundFile reads: the log's fdatasyncs do not wait behind it.
 func ReadFrom(path string, from, size int64, fn func(blockOff int64, item []byte) error) error {
-	f, err := os.Open(path)
+	f, err := datadir.OpenBackground(path)
 	if err != nil {
 		return fmt.Errorf("farstore: %w", err)
 	}
@@ -341,13 +346,16 @@ func ReadFrom(path string, from, size int64, fn func(blockOff int64, item []byte
 			return &DamageError{File: path, Offset: 0, Reason: "header checksum mismatch"}
 		}
 	}
+	// the blocks in sequence, a chunk at a time: a block per read would
+	// ask the disk for a page at a time once read-ahead is off
+	br := bufio.NewReaderSize(io.NewSectionReader(f, off, size-off), datadir.BackgroundChunk)
 	var bh [blockHeaderSize]byte
 	var buf []byte
 	for off < size {
 		if size-off < blockHeaderSize {
 			return &DamageError{File: path, Offset: off, Reason: fmt.Sprintf("torn block header: the file ends at %d bytes, the snapshot covers %d", size, want)}
 		}
-		if _, err := r.ReadAt(bh[:], off); err != nil {
+		if _, err := io.ReadFull(br, bh[:]); err != nil {
 			return fmt.Errorf("farstore: read %s at %d: %w", path, off, err)
 		}
 		length := binary.LittleEndian.Uint32(bh[0:])
@@ -363,7 +371,7 @@ func ReadFrom(path string, from, size int64, fn func(blockOff int64, item []byte
 			buf = make([]byte, length)
 		}
 		buf = buf[:length]
-		if _, err := r.ReadAt(buf, off+blockHeaderSize); err != nil {
+		if _, err := io.ReadFull(br, buf); err != nil {
 			return fmt.Errorf("farstore: read %s at %d: %w", path, off, err)
 		}
 		if blockCRC(off, length, count, buf) != binary.LittleEndian.Uint32(bh[8:]) {

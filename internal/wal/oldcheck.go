@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // Segments before the replay start are not read at Replay (replay.go,
@@ -39,8 +41,13 @@ func (l *Log) Unchecked() []uint32 {
 
 // CheckSegment runs the deferred check of segment num (see above) unless
 // it ran already or the segment is gone, and returns the bytes it read.
-// Safe for concurrent use; checks run one at a time.
-func (l *Log) CheckSegment(num uint32) (int64, error) {
+// Safe for concurrent use; checks run one at a time. The segment is read
+// past the page cache (datadir.OpenUncached): a check reads it once.
+func (l *Log) CheckSegment(num uint32) (int64, error) { return l.checkSegment(num, false) }
+
+// checkSegment is CheckSegment; cache leaves the segment's pages in the
+// page cache (Warm).
+func (l *Log) checkSegment(num uint32, cache bool) (int64, error) {
 	l.checkMu.Lock()
 	defer l.checkMu.Unlock()
 	l.mu.Lock()
@@ -54,7 +61,7 @@ func (l *Log) CheckSegment(num uint32) (int64, error) {
 	if !todo {
 		return 0, nil
 	}
-	data, err := l.readForCheck(path)
+	data, err := l.readForCheck(path, cache)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			// Removed since the table was read (compaction dropped it).
@@ -112,9 +119,37 @@ func (l *Log) CheckSegment(num uint32) (int64, error) {
 }
 
 // readForCheck reads a whole segment file into checkBuf (l.checkMu held).
-func (l *Log) readForCheck(path string) ([]byte, error) {
-	data, _, err := readWhole(path, &l.checkBuf, maxSegmentSize)
+// The check runs while the log serves (the scrub, compaction's read-ahead),
+// so it reads the way datadir.BackgroundFile does: one 64 MiB read would
+// hold the log's fdatasyncs up behind it. cache reads through the page
+// cache and leaves the pages there.
+func (l *Log) readForCheck(path string, cache bool) ([]byte, error) {
+	f, err := openBackground(path, cache)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, _, err := readWholeFrom(f, &l.checkBuf, maxSegmentSize)
 	return data, err
+}
+
+// openBackground opens a segment for a background read: past the page
+// cache, or (cache) through it with what was cached dropped first, so no
+// page an earlier read marked for read-ahead starts it again
+// (internal/datadir/background.go).
+func openBackground(path string, cache bool) (*datadir.BackgroundFile, error) {
+	if !cache {
+		return datadir.OpenUncached(path)
+	}
+	f, err := datadir.OpenBackground(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.DropCached(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // readWhole reads the first limit bytes of a file into *buf (grown when
@@ -125,6 +160,13 @@ func readWhole(path string, buf *[]byte, limit int64) (data []byte, fileSize int
 		return nil, 0, err
 	}
 	defer f.Close()
+	return readWholeFrom(f, buf, limit)
+}
+
+func readWholeFrom(f interface {
+	io.ReaderAt
+	Stat() (os.FileInfo, error)
+}, buf *[]byte, limit int64) (data []byte, fileSize int64, err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, 0, err

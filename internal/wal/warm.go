@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // Warm reads segment seg through once, so that its pages are in the page
@@ -27,9 +28,11 @@ func (l *Log) Warm(seg uint32) (int64, error) {
 	unchecked, path := m.unchecked, m.path
 	l.mu.Unlock()
 	if unchecked {
-		return l.CheckSegment(seg)
+		return l.checkSegment(seg, true)
 	}
-	f, err := os.Open(path)
+	// In the background's reads (datadir.BackgroundFile): the log's
+	// fdatasyncs must not wait behind this one.
+	f, err := openBackground(path, true)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -37,7 +40,7 @@ func (l *Log) Warm(seg uint32) (int64, error) {
 		return 0, fmt.Errorf("wal: warm segment %s: %w", path, err)
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, datadir.BackgroundChunk)
 	var n int64
 	for {
 		k, err := f.Read(buf)
