@@ -11,17 +11,27 @@
 // Usage: go run ./bench/syncstall [-dir D] [-for 8s] [-size 64MiB] [-every 500ms] MODE
 // MODE: none | zerofill (64 MiB of zeros, one fsync) | zerochunk (256 KiB
 // at a time, an fdatasync each) | zerodirect (256 KiB at a time, O_DIRECT)
-// | unlink (remove a written 64 MiB file)
+// | unlink (remove a written 64 MiB file) | read (read a 64 MiB file not
+// in the page cache through, 1 MiB at a time, as wal.Log.Warm did) |
+// readchunk (the same as datadir.OpenBackground reads: 128 KiB at a
+// time, read-ahead off) | readdirect (datadir.OpenUncached: O_DIRECT)
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 const segSize = 64 << 20 // the appended file's
@@ -67,7 +77,7 @@ func run(dir, mode string, dur time.Duration) error {
 	}
 	// files for unlink to remove, written before the clock starts
 	var old []string
-	if mode == "unlink" {
+	if mode == "unlink" || strings.HasPrefix(mode, "read") {
 		for i := 0; i < int(dur/bgEvery)+1; i++ {
 			p := filepath.Join(dir, fmt.Sprintf("old%d", i))
 			if err := os.WriteFile(p, zeros[:bgSize], 0o600); err != nil {
@@ -76,6 +86,13 @@ func run(dir, mode string, dur time.Duration) error {
 			old = append(old, p)
 		}
 		syscall.Sync()
+		if mode != "unlink" {
+			for _, p := range old {
+				if err := dropCache(p); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	stop, done := make(chan struct{}), make(chan error, 1)
 	go func() { done <- background(dir, mode, zeros, old, stop) }()
@@ -152,6 +169,14 @@ func background(dir, mode string, zeros []byte, old []string, stop chan struct{}
 					err = syncDir(dir)
 				}
 			}
+		case "read":
+			if i < len(old) {
+				err = readFile(old[i])
+			}
+		case "readchunk", "readdirect":
+			if i < len(old) {
+				err = readBackground(old[i], mode == "readdirect")
+			}
 		default:
 			return fmt.Errorf("unknown mode %q", mode)
 		}
@@ -171,6 +196,61 @@ func writeFile(path string, flag int, fn func(*os.File) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// dropCache evicts a synced file's pages from the page cache, so the
+// next read of it goes to the disk.
+func dropCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// readFile reads path through in 1 MiB reads, with the kernel's
+// read-ahead as it comes.
+func readFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return readAll(f, make([]byte, 1<<20))
+}
+
+// readBackground reads path through as chronoq's background readers do
+// (internal/datadir/background.go): through the page cache with
+// read-ahead off and what was cached dropped first, or (uncached) past it.
+func readBackground(path string, uncached bool) error {
+	open := datadir.OpenBackground
+	if uncached {
+		open = datadir.OpenUncached
+	}
+	f, err := open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if !uncached {
+		if err := f.DropCached(); err != nil {
+			return err
+		}
+	}
+	return readAll(f, make([]byte, 1<<20))
+}
+
+func readAll(r io.Reader, buf []byte) error {
+	for {
+		_, err := r.Read(buf)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func syncDir(dir string) error {
