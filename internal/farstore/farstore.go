@@ -347,8 +347,9 @@ func ReadFrom(path string, from, size int64, fn func(blockOff int64, item []byte
 		}
 	}
 	// the blocks in sequence, a chunk at a time: a block per read would
-	// ask the disk for a page at a time once read-ahead is off
-	br := bufio.NewReaderSize(io.NewSectionReader(f, off, size-off), datadir.BackgroundChunk)
+	// ask the disk for a page at a time once read-ahead is off (a small
+	// bucket, read whole for a cancel or a peek, gets a small buffer)
+	br := bufio.NewReaderSize(io.NewSectionReader(f, off, size-off), int(min(max(size-off, 16), datadir.BackgroundChunk)))
 	var bh [blockHeaderSize]byte
 	var buf []byte
 	for off < size {
