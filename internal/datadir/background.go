@@ -21,9 +21,11 @@ import (
 // enough: Linux 6.x still starts read-ahead when a read reaches a page
 // that an earlier read through another descriptor marked for it, and from
 // there it grows to full size for the rest of the file. So a reader that
-// wants the pages cached drops what is cached first (DropCached), and a
+// wants the pages cached drops what is cached first (DropCached), a
 // reader that does not (a check, a backup) reads past the cache
-// (OpenUncached, O_DIRECT).
+// (OpenUncached, O_DIRECT), and the log's payload reads, point reads that
+// read-ahead does not help, turn it off too (NoReadAhead), so that they
+// neither queue large reads nor leave marks.
 
 // BackgroundChunk is the most a background read asks of the disk at once.
 const BackgroundChunk = 128 << 10
@@ -49,11 +51,21 @@ func OpenBackground(path string) (*BackgroundFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := noReadAhead(f); err != nil {
+	if err := NoReadAhead(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("datadir: turn read-ahead off for %s: %w", path, err)
+		return nil, err
 	}
 	return &BackgroundFile{f: f}, nil
+}
+
+// NoReadAhead turns the kernel's read-ahead off for f, so that each read
+// asks the disk for its own pages and no more, and leaves no page marked
+// to start read-ahead for another reader of the file (see above).
+func NoReadAhead(f *os.File) error {
+	if err := noReadAhead(f); err != nil {
+		return fmt.Errorf("datadir: turn read-ahead off for %s: %w", f.Name(), err)
+	}
+	return nil
 }
 
 // OpenUncached opens path for reading in the background past the page
