@@ -14,7 +14,10 @@
 // | unlink (remove a written 64 MiB file) | read (read a 64 MiB file not
 // in the page cache through, 1 MiB at a time, as wal.Log.Warm did) |
 // readchunk (the same as datadir.OpenBackground reads: 128 KiB at a
-// time, read-ahead off) | readdirect (datadir.OpenUncached: O_DIRECT)
+// time, read-ahead off) | readdirect (datadir.OpenUncached: O_DIRECT) |
+// syncfs (-size MiB written over 64 files, then one syncfs, as
+// farstore.SyncFiles did) | syncfspaced (the same, each file written back
+// before the syncfs, one at a time, as it does now)
 package main
 
 import (
@@ -177,6 +180,16 @@ func background(dir, mode string, zeros []byte, old []string, stop chan struct{}
 			if i < len(old) {
 				err = readBackground(old[i], mode == "readdirect")
 			}
+		case "syncfs", "syncfspaced":
+			// -size MiB of dirty data over 64 files, then made durable the
+			// way farstore.SyncFiles does past 64 files
+			err = dirtyFiles(p, 64, zeros[:bgSize/64])
+			if err == nil && mode == "syncfspaced" {
+				err = writeBackEach(p, 64)
+			}
+			if err == nil {
+				err = syncFS(dir)
+			}
 		default:
 			return fmt.Errorf("unknown mode %q", mode)
 		}
@@ -251,6 +264,41 @@ func readAll(r io.Reader, buf []byte) error {
 			return err
 		}
 	}
+}
+
+func dirtyFiles(prefix string, n int, b []byte) error {
+	for i := 0; i < n; i++ {
+		if err := os.WriteFile(fmt.Sprintf("%s.%d", prefix, i), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeBackEach writes each file's dirty pages back and waits for them
+// before the next (sync_file_range), so the disk has one file's at a time.
+func writeBackEach(prefix string, n int) error {
+	for i := 0; i < n; i++ {
+		f, err := os.Open(fmt.Sprintf("%s.%d", prefix, i))
+		if err != nil {
+			return err
+		}
+		err = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return unix.Syncfs(int(d.Fd()))
 }
 
 func syncDir(dir string) error {

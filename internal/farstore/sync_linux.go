@@ -13,9 +13,20 @@ import (
 // fsync each costs a journal commit each, seconds in all, where the file
 // system writes them back in one pass (syncfs reports write-back errors
 // since Linux 5.8).
+//
+// Before the syncfs, each file's dirty bytes are handed to the disk a
+// writebackChunk at a time, waiting for one before the next (writeBack):
+// left to syncfs, hundreds of MB of buckets a far drain wrote went to the
+// disk at once, and the log's fdatasyncs waited behind them (bench/syncstall
+// syncfs: max 30–126 ms against 5–11 ms paced, docs/benchmarks.md
+// "Background reads in small pieces"). The syncfs then finds only the
+// metadata left.
 func SyncFiles(dir string, paths []string) error {
 	if len(paths) <= syncManyFiles {
 		return syncEach(paths)
+	}
+	for _, p := range paths {
+		writeBack(p)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
@@ -26,4 +37,35 @@ func SyncFiles(dir string, paths []string) error {
 		return fmt.Errorf("farstore: syncfs %s (%d bucket files): %w", dir, len(paths), err)
 	}
 	return nil
+}
+
+// writebackChunk is how much of a file writeBack hands to the disk at once.
+const writebackChunk = 1 << 20
+
+// writeBack writes the file's dirty pages back a chunk at a time, each
+// started only once the one before is written (sync_file_range). Errors
+// are left to the syncfs that follows: the kernel records a failed
+// write-back, and a file that is gone has nothing to write.
+func writeBack(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return
+	}
+	fd := int(f.Fd())
+	var prev int64 = -1
+	for off := int64(0); off < st.Size(); off += writebackChunk {
+		if prev >= 0 {
+			_ = unix.SyncFileRange(fd, prev, writebackChunk, unix.SYNC_FILE_RANGE_WAIT_BEFORE)
+		}
+		_ = unix.SyncFileRange(fd, off, writebackChunk, unix.SYNC_FILE_RANGE_WRITE)
+		prev = off
+	}
+	if prev >= 0 {
+		_ = unix.SyncFileRange(fd, prev, writebackChunk, unix.SYNC_FILE_RANGE_WAIT_BEFORE)
+	}
 }
