@@ -247,9 +247,7 @@ func readBackground(path string, uncached bool) error {
 	}
 	defer f.Close()
 	if !uncached {
-		if err := f.DropCached(); err != nil {
-			return err
-		}
+		f.DropCached()
 	}
 	return readAll(f, make([]byte, 1<<20))
 }

@@ -1,7 +1,6 @@
 package datadir
 
 import (
-	"fmt"
 	"io"
 	"os"
 )
@@ -51,22 +50,15 @@ func OpenBackground(path string) (*BackgroundFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := NoReadAhead(f); err != nil {
-		f.Close()
-		return nil, err
-	}
+	NoReadAhead(f)
 	return &BackgroundFile{f: f}, nil
 }
 
 // NoReadAhead turns the kernel's read-ahead off for f, so that each read
 // asks the disk for its own pages and no more, and leaves no page marked
-// to start read-ahead for another reader of the file (see above).
-func NoReadAhead(f *os.File) error {
-	if err := noReadAhead(f); err != nil {
-		return fmt.Errorf("datadir: turn read-ahead off for %s: %w", f.Name(), err)
-	}
-	return nil
-}
+// to start read-ahead for another reader of the file (see above). It is a
+// hint: where the kernel refuses it, reads still work, in larger pieces.
+func NoReadAhead(f *os.File) { _ = noReadAhead(f) }
 
 // OpenUncached opens path for reading in the background past the page
 // cache (O_DIRECT) where the filesystem allows it, as OpenBackground where
@@ -82,13 +74,8 @@ func OpenUncached(path string) (*BackgroundFile, error) {
 }
 
 // DropCached drops the file's cached pages that are clean, so the reads
-// that follow find no page marked for read-ahead.
-func (b *BackgroundFile) DropCached() error {
-	if err := dropCached(b.f); err != nil {
-		return fmt.Errorf("datadir: drop cached pages of %s: %w", b.f.Name(), err)
-	}
-	return nil
-}
+// that follow find no page marked for read-ahead. A hint, as NoReadAhead.
+func (b *BackgroundFile) DropCached() { _ = dropCached(b.f) }
 
 // Read reads from where the last Read ended, at most BackgroundChunk bytes.
 func (b *BackgroundFile) Read(p []byte) (int, error) {

@@ -145,10 +145,7 @@ func openBackground(path string, cache bool) (*datadir.BackgroundFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := f.DropCached(); err != nil {
-		f.Close()
-		return nil, err
-	}
+	f.DropCached()
 	return f, nil
 }
 
