@@ -15,9 +15,9 @@
 // in the page cache through, 1 MiB at a time, as wal.Log.Warm did) |
 // readchunk (the same as datadir.OpenBackground reads: 128 KiB at a
 // time, read-ahead off) | readdirect (datadir.OpenUncached: O_DIRECT) |
-// syncfs (-size MiB written over 64 files, then one syncfs, as
-// farstore.SyncFiles did) | syncfspaced (the same, each file written back
-// before the syncfs, one at a time, as it does now)
+// syncfs (-size MiB written over 128 files, then one syncfs, as
+// farstore.SyncFiles did) | syncfspaced (the same made durable by
+// farstore.SyncFiles, which writes each file back first)
 package main
 
 import (
@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/chronoq/chronoq/internal/datadir"
+	"github.com/chronoq/chronoq/internal/farstore"
 )
 
 const segSize = 64 << 20 // the appended file's
@@ -181,14 +182,16 @@ func background(dir, mode string, zeros []byte, old []string, stop chan struct{}
 				err = readBackground(old[i], mode == "readdirect")
 			}
 		case "syncfs", "syncfspaced":
-			// -size MiB of dirty data over 64 files, then made durable the
-			// way farstore.SyncFiles does past 64 files
-			err = dirtyFiles(p, 64, zeros[:bgSize/64])
-			if err == nil && mode == "syncfspaced" {
-				err = writeBackEach(p, 64)
-			}
-			if err == nil {
-				err = syncFS(dir)
+			// -size MiB of dirty data over 128 files, then made durable
+			// by one syncfs (as farstore.SyncFiles did) or by
+			// farstore.SyncFiles itself
+			var paths []string
+			if paths, err = dirtyFiles(p, 128, zeros[:bgSize/128]); err == nil {
+				if mode == "syncfspaced" {
+					err = farstore.SyncFiles(dir, paths)
+				} else {
+					err = syncFS(dir)
+				}
 			}
 		default:
 			return fmt.Errorf("unknown mode %q", mode)
@@ -264,30 +267,16 @@ func readAll(r io.Reader, buf []byte) error {
 	}
 }
 
-func dirtyFiles(prefix string, n int, b []byte) error {
+func dirtyFiles(prefix string, n int, b []byte) ([]string, error) {
+	var paths []string
 	for i := 0; i < n; i++ {
-		if err := os.WriteFile(fmt.Sprintf("%s.%d", prefix, i), b, 0o600); err != nil {
-			return err
+		p := fmt.Sprintf("%s.%d", prefix, i)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			return nil, err
 		}
+		paths = append(paths, p)
 	}
-	return nil
-}
-
-// writeBackEach writes each file's dirty pages back and waits for them
-// before the next (sync_file_range), so the disk has one file's at a time.
-func writeBackEach(prefix string, n int) error {
-	for i := 0; i < n; i++ {
-		f, err := os.Open(fmt.Sprintf("%s.%d", prefix, i))
-		if err != nil {
-			return err
-		}
-		err = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
-		f.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return paths, nil
 }
 
 func syncFS(dir string) error {

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // SyncFiles makes the named bucket files in dir durable. Past
@@ -43,9 +45,9 @@ func SyncFiles(dir string, paths []string) error {
 const writebackChunk = 1 << 20
 
 // writeBack writes the file's dirty pages back a chunk at a time, each
-// started only once the one before is written (sync_file_range). Errors
-// are left to the syncfs that follows: the kernel records a failed
-// write-back, and a file that is gone has nothing to write.
+// started only once the one before is written (datadir.WriteBack). Errors
+// are left to the syncfs that follows; a file that is gone has nothing to
+// write.
 func writeBack(path string) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -56,16 +58,10 @@ func writeBack(path string) {
 	if err != nil {
 		return
 	}
-	fd := int(f.Fd())
-	var prev int64 = -1
+	var prev, prevN int64
 	for off := int64(0); off < st.Size(); off += writebackChunk {
-		if prev >= 0 {
-			_ = unix.SyncFileRange(fd, prev, writebackChunk, unix.SYNC_FILE_RANGE_WAIT_BEFORE)
-		}
-		_ = unix.SyncFileRange(fd, off, writebackChunk, unix.SYNC_FILE_RANGE_WRITE)
-		prev = off
+		datadir.WriteBack(f, prev, prevN, off, writebackChunk)
+		prev, prevN = off, writebackChunk
 	}
-	if prev >= 0 {
-		_ = unix.SyncFileRange(fd, prev, writebackChunk, unix.SYNC_FILE_RANGE_WAIT_BEFORE)
-	}
+	datadir.WriteBack(f, prev, prevN, 0, 0)
 }

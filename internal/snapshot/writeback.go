@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // A snapshot is written on the broker's loop into the page cache. Left
@@ -14,7 +16,7 @@ import (
 // disk's pace").
 // So a writebacker goroutine hands the file to the kernel's writeback
 // writebackChunk at a time as it is written, waiting for each chunk before
-// it hands over the next (writeback_linux.go): at most two chunks are
+// it hands over the next (datadir.WriteBack): at most two chunks are
 // ahead of the log in the disk's queue. The waiting is this goroutine's,
 // never the loop's. RocksDB's bytes_per_sync does the same for its files.
 const writebackChunk = 4 << 20
@@ -66,7 +68,7 @@ func (b *writebacker) run() {
 	for range b.wake {
 		written := b.written.Load()
 		for written-handed >= writebackChunk {
-			writeback(b.f, prev, handed-prev, handed, writebackChunk)
+			datadir.WriteBack(b.f, prev, handed-prev, handed, writebackChunk)
 			prev, handed = handed, handed+writebackChunk
 		}
 	}
