@@ -4,7 +4,11 @@
 // uses it to measure what a cold backlog's drain does to other clients'
 // puts (docs/benchmarks.md, "Background reads in small pieces").
 //
-// Usage: go run ./bench/drain [-addr HOST:PORT] -mode fill -n N | -mode drain -for D [-conns C]
+// Mode farfill puts n jobs into queue "far" in batches of 1000, each
+// delayed 2 h to a year, for a server whose far-future store moves them
+// to bucket files (bench/far-drain-ab.sh).
+//
+// Usage: go run ./bench/drain [-addr HOST:PORT] -mode fill|farfill -n N | -mode drain -for D [-conns C]
 package main
 
 import (
@@ -29,6 +33,7 @@ func main() {
 	dur := flag.Duration("for", 20*time.Second, "drain: how long")
 	flag.Parse()
 	base := "http://" + *addr + "/v1/ns/default/queues/drain"
+	farBase := "http://" + *addr + "/v1/ns/default/queues/far"
 	tr := &http.Transport{MaxIdleConnsPerHost: *conns}
 	cl := &http.Client{Transport: tr}
 	payload := `{"payload":"` + strings.Repeat("x", 98) + `"}`
@@ -57,6 +62,34 @@ func main() {
 					resp.Body.Close()
 					if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
 						fmt.Fprintln(os.Stderr, "put:", resp.Status)
+						os.Exit(1)
+					}
+				case "farfill":
+					k := done.Add(1000)
+					if k-1000 >= int64(*n) {
+						return
+					}
+					var b strings.Builder
+					b.WriteString(`{"jobs":[`)
+					for i := k - 1000; i < k && i < int64(*n); i++ {
+						if i > k-1000 {
+							b.WriteByte(',')
+						}
+						// spread over the year by the job's number, so every
+						// batch writes to many hourly buckets
+						delay := 7200 + (i*7919)%(365*86400-7200)
+						fmt.Fprintf(&b, `{"payload":"%s","delay":"%ds"}`, strings.Repeat("x", 98), delay)
+					}
+					b.WriteString(`]}`)
+					resp, err := cl.Post(farBase+"/jobs/batch", "application/json", strings.NewReader(b.String()))
+					if err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						os.Exit(1)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+						fmt.Fprintln(os.Stderr, "batch put:", resp.Status)
 						os.Exit(1)
 					}
 				case "drain":
@@ -108,7 +141,7 @@ func main() {
 	wg.Wait()
 	d := time.Since(start)
 	k := done.Load()
-	if *mode == "fill" {
+	if *mode == "fill" || *mode == "farfill" {
 		k = int64(*n)
 	}
 	fmt.Printf("%s: %d jobs in %s (%.0f/s)\n", *mode, k, d.Round(time.Millisecond), float64(k)/d.Seconds())

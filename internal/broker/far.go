@@ -125,6 +125,7 @@ type farBucket struct {
 	// turn that makes them.
 	pending [][]byte
 	held    int
+	wb      farBucketWB // far_writeback.go
 }
 
 // farQ is how many jobs of a queue (ns \x00 queue, interned) a bucket
@@ -243,6 +244,8 @@ type farStore struct {
 	rewrites  int // rewrites switched to
 	minDead   int // farRewriteMinDead when the store opened
 	rwWG      sync.WaitGroup
+	// wb writes appended bucket bytes back as they grow (far_writeback.go)
+	wb farWriteback
 }
 
 func farKey(ns, queue, id string) string { return ns + "\x00" + queue + "\x00" + id }
@@ -714,10 +717,13 @@ func (f *farStore) flushBucket(bk *farBucket) {
 		if !bk.file.Open() {
 			f.opened = append(f.opened, bk)
 		}
+		from := bk.file.Size()
 		if err := bk.file.Append(bk.pending); err != nil {
 			// memory now holds less than the buckets and the log say:
 			// stop writing, as a failed log write does
 			f.b.fail(fmt.Errorf("far-future store: %w", err))
+		} else {
+			f.wb.appended(f.dir, bk, from)
 		}
 	}
 	// not kept for the next turn: the array would hold the items (job
@@ -793,7 +799,12 @@ func (f *farStore) bucket(start int64, create bool) *farBucket {
 // and counted it, and until then a crash recovers the job from the
 // previous snapshot or the log (rule 1).
 func (f *farStore) handOut(now time.Time) {
-	defer func() { f.frames, f.lens = f.frames[:0], f.lens[:0] }()
+	defer func() {
+		f.frames, f.lens = f.frames[:0], f.lens[:0]
+		if f.wb.pending() {
+			f.wb.step(f.dir, time.Now())
+		}
+	}()
 	if !f.on || f.horizon <= 0 || f.b.snap.iter != nil || f.b.failed.Load() != nil {
 		return
 	}
@@ -1359,6 +1370,7 @@ func (f *farStore) pinned(seg uint32) bool {
 func (f *farStore) close() {
 	f.sideWG.Wait()
 	f.rwWG.Wait()
+	f.wb.wait()
 	for _, bk := range f.buckets {
 		if bk.file != nil {
 			bk.file.Close()

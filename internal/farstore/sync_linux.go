@@ -5,8 +5,6 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/chronoq/chronoq/internal/datadir"
 )
 
 // SyncFiles makes the named bucket files in dir durable. Past
@@ -16,8 +14,8 @@ import (
 // system writes them back in one pass (syncfs reports write-back errors
 // since Linux 5.8).
 //
-// Before the syncfs, each file's dirty bytes are handed to the disk a
-// writebackChunk at a time, waiting for one before the next (writeBack):
+// Before the syncfs, the files' dirty bytes are handed to the disk a
+// writebackChunk at a time, waiting for one before the next (pacer):
 // left to syncfs, hundreds of MB of buckets a far drain wrote went to the
 // disk at once, and the log's fdatasyncs waited behind them (bench/syncstall
 // syncfs: max 30–126 ms against 5–11 ms paced, docs/benchmarks.md
@@ -27,9 +25,13 @@ func SyncFiles(dir string, paths []string) error {
 	if len(paths) <= syncManyFiles {
 		return syncEach(paths)
 	}
-	for _, p := range paths {
-		writeBack(p)
+	var p pacer
+	for _, path := range paths {
+		if st, err := os.Stat(path); err == nil {
+			p.add(path, 0, st.Size())
+		}
 	}
+	p.wait(nil)
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("farstore: sync: %w", err)
@@ -39,29 +41,4 @@ func SyncFiles(dir string, paths []string) error {
 		return fmt.Errorf("farstore: syncfs %s (%d bucket files): %w", dir, len(paths), err)
 	}
 	return nil
-}
-
-// writebackChunk is how much of a file writeBack hands to the disk at once.
-const writebackChunk = 1 << 20
-
-// writeBack writes the file's dirty pages back a chunk at a time, each
-// started only once the one before is written (datadir.WriteBack). Errors
-// are left to the syncfs that follows; a file that is gone has nothing to
-// write.
-func writeBack(path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return
-	}
-	var prev, prevN int64
-	for off := int64(0); off < st.Size(); off += writebackChunk {
-		datadir.WriteBack(f, prev, prevN, off, writebackChunk)
-		prev, prevN = off, writebackChunk
-	}
-	datadir.WriteBack(f, prev, prevN, 0, 0)
 }
