@@ -43,13 +43,15 @@ func (l *Log) Unchecked() []uint32 {
 // it ran already or the segment is gone, and returns the bytes it read.
 // Safe for concurrent use; checks run one at a time. The segment is read
 // past the page cache (datadir.OpenUncached): a check reads it once.
-func (l *Log) CheckSegment(num uint32) (int64, error) { return l.checkSegment(num, false) }
-
-// checkSegment is CheckSegment; cache leaves the segment's pages in the
-// page cache (Warm).
-func (l *Log) checkSegment(num uint32, cache bool) (int64, error) {
+func (l *Log) CheckSegment(num uint32) (int64, error) {
 	l.checkMu.Lock()
 	defer l.checkMu.Unlock()
+	return l.checkSegmentLocked(num, false)
+}
+
+// checkSegmentLocked is CheckSegment with l.checkMu held; cache leaves the
+// segment's pages in the page cache (Warm).
+func (l *Log) checkSegmentLocked(num uint32, cache bool) (int64, error) {
 	l.mu.Lock()
 	m := l.findSeg(num)
 	todo := m != nil && m.unchecked && !l.tableClosed

@@ -19,6 +19,14 @@ import (
 // "Restart with far-future jobs"). It returns the bytes read. A segment
 // that is gone reads nothing and is no error.
 func (l *Log) Warm(seg uint32) (int64, error) {
+	// Under checkMu, so that a check running now (the scrub's, past the
+	// page cache) is over before Warm looks: Warm once saw the segment
+	// unchecked, waited for that check, found nothing left to do and read
+	// nothing, and compaction then read the cold segment on the loop
+	// (turns of 30–90 ms after a cold start, docs/benchmarks.md "Far
+	// buckets written back as they grow").
+	l.checkMu.Lock()
+	defer l.checkMu.Unlock()
 	l.mu.Lock()
 	m := l.findSeg(seg)
 	if m == nil || l.tableClosed {
@@ -28,7 +36,7 @@ func (l *Log) Warm(seg uint32) (int64, error) {
 	unchecked, path := m.unchecked, m.path
 	l.mu.Unlock()
 	if unchecked {
-		return l.checkSegment(seg, true)
+		return l.checkSegmentLocked(seg, true)
 	}
 	// In the background's reads (datadir.BackgroundFile): the log's
 	// fdatasyncs must not wait behind this one.

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -100,4 +101,58 @@ func residentShare(t *testing.T, path string) float64 {
 		in += int(v & 1)
 	}
 	return float64(in) / float64(len(vec))
+}
+
+// TestWarmRacingTheCheckStillCaches: compaction warms the segment it is
+// about to empty while the scrub may be checking that very segment past
+// the cache. Whichever gets there first, the segment ends up in the page
+// cache: Warm once saw it unchecked, waited for the scrub's check, then
+// found nothing to do and read nothing.
+func TestWarmRacingTheCheckStillCaches(t *testing.T) {
+	dir := t.TempDir()
+	if f, err := os.OpenFile(dir+"/probe", os.O_CREATE|os.O_RDONLY|syscall.O_DIRECT, 0o600); err != nil {
+		t.Skipf("no O_DIRECT on this filesystem (%v): nothing is read past the cache", err)
+	} else {
+		f.Close()
+	}
+	opts := Options{SegmentSize: 64 << 10}
+	l, _, _ := openReplay(t, dir, opts)
+	for i := 0; i < 3000; i++ {
+		mustAppend(t, l, body(i, 500))
+		mustCommit(t, l)
+	}
+	l.Close()
+	l = mustOpen(t, dir, opts)
+	defer l.Close()
+	segs := l.Segments()
+	last := segs[len(segs)-1].Number
+	if _, _, err := replayAll(t, l, Position{Segment: last, Offset: HeaderSize}); err != nil {
+		t.Fatal(err)
+	}
+	unchecked := l.Unchecked()
+	if len(unchecked) < 16 {
+		t.Fatalf("fixture: unchecked %v", unchecked)
+	}
+	for _, seg := range unchecked {
+		evict(t, segPath(dir, seg))
+		checked := make(chan error, 1)
+		go func() {
+			_, err := l.CheckSegment(seg)
+			checked <- err
+		}()
+		// Warm while the check runs, when the poll sees it running
+		for len(checked) == 0 && l.checkMu.TryLock() {
+			l.checkMu.Unlock()
+			runtime.Gosched()
+		}
+		if _, err := l.Warm(seg); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-checked; err != nil {
+			t.Fatal(err)
+		}
+		if got := residentShare(t, segPath(dir, seg)); got < 0.9 {
+			t.Fatalf("segment %d warmed while the scrub checked it: %.0f%% of it in the page cache", seg, got*100)
+		}
+	}
 }
