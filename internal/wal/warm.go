@@ -23,8 +23,8 @@ func (l *Log) Warm(seg uint32) (int64, error) {
 	// page cache) is over before Warm looks: Warm once saw the segment
 	// unchecked, waited for that check, found nothing left to do and read
 	// nothing, and compaction then read the cold segment on the loop
-	// (turns of 30–90 ms after a cold start, docs/benchmarks.md "Far
-	// buckets written back as they grow").
+	// (turns of 30–90 ms after a cold start, docs/benchmarks.md
+	// "Compaction's warming raced the scrub").
 	l.checkMu.Lock()
 	defer l.checkMu.Unlock()
 	l.mu.Lock()
