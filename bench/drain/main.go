@@ -53,17 +53,7 @@ func main() {
 					if done.Add(1) > int64(*n) {
 						return
 					}
-					resp, err := cl.Post(base+"/jobs", "application/json", strings.NewReader(payload))
-					if err != nil {
-						fmt.Fprintln(os.Stderr, err)
-						os.Exit(1)
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-						fmt.Fprintln(os.Stderr, "put:", resp.Status)
-						os.Exit(1)
-					}
+					put(cl, base+"/jobs", payload)
 				case "farfill":
 					k := done.Add(1000)
 					if k-1000 >= int64(*n) {
@@ -81,17 +71,7 @@ func main() {
 						fmt.Fprintf(&b, `{"payload":"%s","delay":"%ds"}`, strings.Repeat("x", 98), delay)
 					}
 					b.WriteString(`]}`)
-					resp, err := cl.Post(farBase+"/jobs/batch", "application/json", strings.NewReader(b.String()))
-					if err != nil {
-						fmt.Fprintln(os.Stderr, err)
-						os.Exit(1)
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-						fmt.Fprintln(os.Stderr, "batch put:", resp.Status)
-						os.Exit(1)
-					}
+					put(cl, farBase+"/jobs/batch", b.String())
 				case "drain":
 					if time.Since(start) > *dur {
 						return
@@ -145,4 +125,19 @@ func main() {
 		k = int64(*n)
 	}
 	fmt.Printf("%s: %d jobs in %s (%.0f/s)\n", *mode, k, d.Round(time.Millisecond), float64(k)/d.Seconds())
+}
+
+// put posts a put or batch put and exits on anything but success.
+func put(cl *http.Client, url, body string) {
+	resp, err := cl.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "put:", resp.Status)
+		os.Exit(1)
+	}
 }

@@ -16,29 +16,7 @@ import (
 // goes past the cache where the filesystem allows it
 // (internal/datadir/background.go).
 func TestWarmCachesAndTheCheckDoesNot(t *testing.T) {
-	dir := t.TempDir()
-	if f, err := os.OpenFile(dir+"/probe", os.O_CREATE|os.O_RDONLY|syscall.O_DIRECT, 0o600); err != nil {
-		t.Skipf("no O_DIRECT on this filesystem (%v): nothing is read past the cache", err)
-	} else {
-		f.Close()
-	}
-	opts := Options{SegmentSize: 64 << 10}
-	l, _, _ := openReplay(t, dir, opts)
-	for i := 0; i < 400; i++ {
-		mustAppend(t, l, body(i, 500))
-		mustCommit(t, l)
-	}
-	l.Close()
-	l = mustOpen(t, dir, opts)
-	defer l.Close()
-	segs := l.Segments()
-	last := segs[len(segs)-1].Number
-	if _, _, err := replayAll(t, l, Position{Segment: last, Offset: HeaderSize}); err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Unchecked()) < 3 {
-		t.Fatalf("fixture: unchecked %v", l.Unchecked())
-	}
+	dir, l := uncheckedLog(t, 3)
 	for _, c := range []struct {
 		name   string
 		seg    uint32
@@ -57,6 +35,37 @@ func TestWarmCachesAndTheCheckDoesNot(t *testing.T) {
 			t.Errorf("%s of segment %d left %.0f%% of it in the page cache", c.name, c.seg, got*100)
 		}
 	}
+}
+
+// uncheckedLog makes a log of at least n 64 KiB segments and reopens it
+// from its last segment, so the others wait for their deferred check. It
+// skips the test where the filesystem refuses O_DIRECT.
+func uncheckedLog(t *testing.T, n int) (string, *Log) {
+	t.Helper()
+	dir := t.TempDir()
+	if f, err := os.OpenFile(dir+"/probe", os.O_CREATE|os.O_RDONLY|syscall.O_DIRECT, 0o600); err != nil {
+		t.Skipf("no O_DIRECT on this filesystem (%v): nothing is read past the cache", err)
+	} else {
+		f.Close()
+	}
+	opts := Options{SegmentSize: 64 << 10}
+	l, _, _ := openReplay(t, dir, opts)
+	for i := 0; i < 130*(n+1); i++ { // ~125 bodies of 500 bytes a segment
+		mustAppend(t, l, body(i, 500))
+		mustCommit(t, l)
+	}
+	l.Close()
+	l = mustOpen(t, dir, opts)
+	t.Cleanup(func() { l.Close() })
+	segs := l.Segments()
+	last := segs[len(segs)-1].Number
+	if _, _, err := replayAll(t, l, Position{Segment: last, Offset: HeaderSize}); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Unchecked()) < n {
+		t.Fatalf("fixture: unchecked %v, want %d or more", l.Unchecked(), n)
+	}
+	return dir, l
 }
 
 func evict(t *testing.T, path string) {
@@ -109,30 +118,8 @@ func residentShare(t *testing.T, path string) float64 {
 // cache: Warm once saw it unchecked, waited for the scrub's check, then
 // found nothing to do and read nothing.
 func TestWarmRacingTheCheckStillCaches(t *testing.T) {
-	dir := t.TempDir()
-	if f, err := os.OpenFile(dir+"/probe", os.O_CREATE|os.O_RDONLY|syscall.O_DIRECT, 0o600); err != nil {
-		t.Skipf("no O_DIRECT on this filesystem (%v): nothing is read past the cache", err)
-	} else {
-		f.Close()
-	}
-	opts := Options{SegmentSize: 64 << 10}
-	l, _, _ := openReplay(t, dir, opts)
-	for i := 0; i < 3000; i++ {
-		mustAppend(t, l, body(i, 500))
-		mustCommit(t, l)
-	}
-	l.Close()
-	l = mustOpen(t, dir, opts)
-	defer l.Close()
-	segs := l.Segments()
-	last := segs[len(segs)-1].Number
-	if _, _, err := replayAll(t, l, Position{Segment: last, Offset: HeaderSize}); err != nil {
-		t.Fatal(err)
-	}
+	dir, l := uncheckedLog(t, 16)
 	unchecked := l.Unchecked()
-	if len(unchecked) < 16 {
-		t.Fatalf("fixture: unchecked %v", unchecked)
-	}
 	for _, seg := range unchecked {
 		evict(t, segPath(dir, seg))
 		checked := make(chan error, 1)
