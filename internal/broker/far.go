@@ -723,7 +723,7 @@ func (f *farStore) flushBucket(bk *farBucket) {
 			// stop writing, as a failed log write does
 			f.b.fail(fmt.Errorf("far-future store: %w", err))
 		} else {
-			f.wb.appended(f.dir, bk, from)
+			f.wb.appended(bk, from)
 		}
 	}
 	// not kept for the next turn: the array would hold the items (job

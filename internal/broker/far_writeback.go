@@ -50,8 +50,9 @@ type farBucketWB struct {
 	epoch  uint32 // listed in this epoch (+1)
 }
 
-// appended notes that bk's file was appended to from offset from.
-func (w *farWriteback) appended(dir string, bk *farBucket, from int64) {
+// appended notes that bk's file was appended to from offset from. The
+// epoch ends in step, which the loop calls at the end of every turn.
+func (w *farWriteback) appended(bk *farBucket, from int64) {
 	if gen := bk.file.Gen(); gen != bk.wb.gen || from < bk.wb.handed {
 		// a rewritten file (synced whole when it was made) or one cut
 		// back: hand over from this append on
@@ -61,11 +62,11 @@ func (w *farWriteback) appended(dir string, bk *farBucket, from int64) {
 		bk.wb.epoch = w.epoch + 1
 		w.listed = append(w.listed, bk)
 	}
-	w.step(dir, time.Now())
 }
 
 // step ends the epoch when it is over and the last hand-over is written.
-// Called on appends and on every loop turn while buckets are listed.
+// Called at the end of every loop turn while buckets are listed
+// (farStore.handOut).
 func (w *farWriteback) step(dir string, now time.Time) {
 	if w.began.IsZero() {
 		w.began = now
