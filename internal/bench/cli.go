@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 )
 
@@ -71,6 +72,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 		jsonOut    bool
 		cdfPath    string
 		cpuProfile string
+		tracePath  string
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&cfg.Target, "target", "chronoq-http", "a target listed above")
@@ -89,6 +91,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.BoolVar(&cfg.NoServerCPU, "no-server-cpu", false, "do not measure the server's CPU time")
 	fs.StringVar(&cdfPath, "cdf", "", "append the run's latency distribution to this .cdf.jsonl file (for plot)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file (is the client or the server the limit?)")
+	fs.StringVar(&tracePath, "trace", "", "write the load generator's own runtime execution trace to this file (how long its goroutines wait for a CPU: go tool trace -pprof=sched)")
 	fs.IntVar(&baseConns, "base-conns", 0, "mixed: first run with this many producers and consumers, then --conns, and compare")
 	fs.IntVar(&cfg.Backlog, "backlog", 0, "mixed: producers wait while this many jobs are put and not yet taken (0: 2 x --conns; negative: unpaced, put as fast as possible)")
 	fs.Int64Var(&scale.Jobs, "jobs", 100_000_000, "scale: jobs to fill")
@@ -130,6 +133,17 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 			return fmt.Errorf("bench: --cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if tracePath != "" {
+		f, err := os.Create(tracePath)
+		if err != nil {
+			return fmt.Errorf("bench: --trace: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("bench: --trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
