@@ -16,6 +16,9 @@
 //	created   a new goroutine (a go statement)
 //	preempted the goroutine was running and was preempted or yielded
 //	syscall   returned from a blocking system call
+//	garbage collector
+//	          readied as a collection started or ended (the world was
+//	          stopped)
 //	FUNC      woken by another goroutine running FUNC (the first frame of
 //	          its stack outside the runtime and the sync packages: the
 //	          function that sent, closed, unlocked or signalled)
@@ -185,6 +188,12 @@ func cause(ev trace.Event, from trace.GoState) string {
 		return "network"
 	}
 	for fr := range ev.Stack().Frames() {
+		// A collection that starts or ends stops the world and then
+		// readies every goroutine it stopped, from whatever allocation
+		// triggered it.
+		if strings.HasPrefix(fr.Func, "runtime.gc") {
+			return "garbage collector"
+		}
 		if !strings.HasPrefix(fr.Func, "runtime.") && !strings.HasPrefix(fr.Func, "sync.") &&
 			!strings.HasPrefix(fr.Func, "internal/") {
 			return fr.Func
