@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -137,28 +138,16 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	if isTerminal(os.Stderr) {
 		cfg.Progress = os.Stderr
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return fmt.Errorf("bench: --cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench: --cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	endProfile, err := capture(cpuProfile, "--cpuprofile", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		return err
 	}
-	if tracePath != "" {
-		f, err := os.Create(tracePath)
-		if err != nil {
-			return fmt.Errorf("bench: --trace: %w", err)
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return fmt.Errorf("bench: --trace: %w", err)
-		}
-		defer trace.Stop()
+	defer endProfile()
+	endTrace, err := capture(tracePath, "--trace", trace.Start, trace.Stop)
+	if err != nil {
+		return err
 	}
+	defer endTrace()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if cfg.Scenario == "scale" {
@@ -211,6 +200,27 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 		return WriteJSON(os.Stdout, res)
 	}
 	return WriteTable(os.Stdout, res)
+}
+
+// capture starts one of the load generator's own recordings (a CPU
+// profile, an execution trace) into the file at path, when path is set,
+// and answers what ends it.
+func capture(path, flag string, start func(io.Writer) error, stop func()) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", flag, err)
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: %s: %w", flag, err)
+	}
+	return func() {
+		stop()
+		f.Close()
+	}, nil
 }
 
 func isTerminal(f *os.File) bool {
