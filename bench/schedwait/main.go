@@ -3,8 +3,8 @@
 // them runnable. Under a closed-loop load that saturates the cores (1000
 // producers + 1000 consumers on two cores) most of a request's latency is
 // such waiting, in the server and in the load generator alike, and its
-// spread is the latency's spread (docs/benchmarks.md, "Where the
-// 1000 + 1000 HTTP tail is spent").
+// spread is the latency's spread (docs/benchmarks.md, "where the HTTP
+// tail is spent").
 //
 // Usage: go run ./bench/schedwait TRACE...
 //
@@ -65,6 +65,14 @@ type runnable struct {
 	cause string
 }
 
+// poll is one poll of the network poller as the trace shows it: the
+// goroutines it made runnable, the first and the last at its start and
+// end.
+type poll struct {
+	start, end trace.Time
+	n          int
+}
+
 func report(path string, w io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -78,8 +86,7 @@ func report(path string, w io.Writer) error {
 	pending := map[trace.GoID]runnable{}
 	waits := map[string][]time.Duration{}
 	var first, last trace.Time
-	var polls []int
-	var pollAt []trace.Time
+	var polls []poll
 	for {
 		ev, err := r.ReadEvent()
 		if errors.Is(err, io.EOF) {
@@ -106,11 +113,11 @@ func report(path string, w io.Writer) error {
 			c := cause(ev, from)
 			pending[id] = runnable{ev.Time(), c}
 			if c == "network" {
-				if n := len(pollAt); n > 0 && ev.Time().Sub(pollAt[n-1]) < pollGap {
-					polls[n-1]++
-					pollAt[n-1] = ev.Time()
+				if n := len(polls); n > 0 && ev.Time().Sub(polls[n-1].end) < pollGap {
+					polls[n-1].n++
+					polls[n-1].end = ev.Time()
 				} else {
-					polls, pollAt = append(polls, 1), append(pollAt, ev.Time())
+					polls = append(polls, poll{ev.Time(), ev.Time(), 1})
 				}
 			}
 		case from == trace.GoRunnable && to == trace.GoRunning:
@@ -161,11 +168,14 @@ func report(path string, w io.Writer) error {
 	tw.Flush()
 	if len(polls) > 1 {
 		gaps := make([]time.Duration, 0, len(polls)-1)
-		for i := 1; i < len(pollAt); i++ {
-			gaps = append(gaps, pollAt[i].Sub(pollAt[i-1]))
+		sizes := make([]int, 0, len(polls))
+		for i, p := range polls {
+			sizes = append(sizes, p.n)
+			if i > 0 {
+				gaps = append(gaps, p.start.Sub(polls[i-1].start))
+			}
 		}
 		slices.Sort(gaps)
-		sizes := slices.Clone(polls)
 		slices.Sort(sizes)
 		fmt.Fprintf(w, "polls: %d, goroutines per poll p50 %d p90 %d max %d; apart p50 %.2f ms p90 %.2f ms max %.2f ms\n",
 			len(polls), sizes[len(sizes)/2], sizes[len(sizes)*9/10], sizes[len(sizes)-1],
