@@ -73,15 +73,32 @@ type poll struct {
 	n          int
 }
 
+// waiting is what a trace says about waiting for a CPU.
+type waiting struct {
+	span  time.Duration
+	waits map[string][]time.Duration // by cause
+	polls []poll
+}
+
 func report(path string, w io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	r, err := trace.NewReader(f)
+	wt, err := collect(f)
 	if err != nil {
-		return fmt.Errorf("read trace: %w", err)
+		return err
+	}
+	fmt.Fprintf(w, "%s: %.2f s traced\n", path, wt.span.Seconds())
+	wt.write(w)
+	return nil
+}
+
+func collect(in io.Reader) (waiting, error) {
+	r, err := trace.NewReader(in)
+	if err != nil {
+		return waiting{}, fmt.Errorf("read trace: %w", err)
 	}
 	pending := map[trace.GoID]runnable{}
 	waits := map[string][]time.Duration{}
@@ -93,7 +110,7 @@ func report(path string, w io.Writer) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("read trace: %w", err)
+			return waiting{}, fmt.Errorf("read trace: %w", err)
 		}
 		if first == 0 {
 			first = ev.Time()
@@ -129,8 +146,12 @@ func report(path string, w io.Writer) error {
 			delete(pending, id)
 		}
 	}
-	span := last.Sub(first)
-	fmt.Fprintf(w, "%s: %.2f s traced\n", path, span.Seconds())
+	return waiting{last.Sub(first), waits, polls}, nil
+}
+
+// write prints the table and the polls line.
+func (wt waiting) write(w io.Writer) {
+	span, waits, polls := wt.span, wt.waits, wt.polls
 	causes := make([]string, 0, len(waits))
 	total := map[string]time.Duration{}
 	for c, ws := range waits {
@@ -181,7 +202,6 @@ func report(path string, w io.Writer) error {
 			len(polls), sizes[len(sizes)/2], sizes[len(sizes)*9/10], sizes[len(sizes)-1],
 			ms(quantile(gaps, 0.5)), ms(quantile(gaps, 0.9)), ms(gaps[len(gaps)-1]))
 	}
-	return nil
 }
 
 // cause names what made a goroutine runnable.
