@@ -90,6 +90,10 @@ func report(path string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if wt.span <= 0 {
+		// the averages below divide by it
+		return errors.New("the trace spans no time: nothing to report")
+	}
 	fmt.Fprintf(w, "%s: %.2f s traced\n", path, wt.span.Seconds())
 	wt.write(w)
 	return nil
