@@ -15,7 +15,15 @@
 # bench/scale.sh 15000000` once (the fill ends after the far drain, with
 # segments left for compaction). Knobs: COLD=1 drops the page cache after
 # each copy (root), so the server reads its segments from the disk as
-# after a reboot; SERVE_FLAGS (default "--far-horizon 1h"); DURATION (10s).
+# after a reboot; SERVE_FLAGS (default "--far-horizon 1h"); DURATION (10s);
+# BENCH, the binary whose `bench` runs the probe (default: each build's
+# own), so that builds are compared with one load generator.
+#
+# Each line gives two latenesses: from the put's start plus the delay (an
+# upper bound: it holds the put's own latency, and the first put of each
+# of the 64 new connections takes 3–25 ms), and from the activate_at the
+# take answers, the activation lateness proper (docs/benchmarks.md, "What
+# the lateness probe measured").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=$1 ROUNDS=$2
@@ -65,7 +73,7 @@ for round in $(seq "$ROUNDS"); do
 		sleep 0.5
 		read -r s1 t1 c1 < <(slow)
 		l1=$(logs)
-		out=$("$bin" bench --target chronoq-http --addr "$HTTP" --scenario delayed --conns 64 \
+		out=$("${BENCH:-$bin}" bench --target chronoq-http --addr "$HTTP" --scenario delayed --conns 64 \
 			--delay-range 1s..3s --duration "$DURATION" --json)
 		read -r s2 t2 c2 < <(slow)
 		l2=$(logs)
@@ -75,8 +83,11 @@ for round in $(seq "$ROUNDS"); do
 		echo "$out" | python3 -c '
 import json, sys
 d, a = json.load(sys.stdin), sys.argv
-print("round %s %s: lateness p50 %.2f p99 %.2f max %.1f ms (%d samples); commits %s, over 3.2 ms %s, over 12.8 ms %s; log files %s -> %s"
-      % (a[1], a[2], d["p50_ms"], d["p99_ms"], d["max_ms"], d["jobs"], a[3], a[4], a[5], a[6], a[7]))
+act = ""
+if d.get("activation_samples"):
+    act = "; from activate_at p50 %.2f p99 %.2f max %.1f ms" % (d["activation_p50_ms"], d["activation_p99_ms"], d["activation_max_ms"])
+print("round %s %s: lateness p50 %.2f p99 %.2f max %.1f ms (%d samples)%s; commits %s, over 3.2 ms %s, over 12.8 ms %s; log files %s -> %s"
+      % (a[1], a[2], d["p50_ms"], d["p99_ms"], d["max_ms"], d["jobs"], act, a[3], a[4], a[5], a[6], a[7]))
 ' "$round" "$bin" $((c2 - c1)) $((s2 - s1)) $((t2 - t1)) "$l1" "$l2"
 	done
 done

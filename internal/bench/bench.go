@@ -105,6 +105,15 @@ type Result struct {
 	PutP99MS   float64 `json:"put_p99_ms,omitempty"`
 	// mixed: the bound on jobs put and not yet taken (0: unpaced).
 	Backlog int `json:"backlog,omitempty"`
+	// delayed, where the target says when it made each job due (Job.
+	// ActivateAt): the lateness from that moment. The main percentiles
+	// count from the put's start plus the delay, so they also hold the
+	// put's own latency; these do not, and are the activation lateness
+	// proper. Absent for targets that do not say.
+	ActivationSamples int     `json:"activation_samples,omitempty"`
+	ActivationP50MS   float64 `json:"activation_p50_ms,omitempty"`
+	ActivationP99MS   float64 `json:"activation_p99_ms,omitempty"`
+	ActivationMaxMS   float64 `json:"activation_max_ms,omitempty"`
 }
 
 // ErrUnsupported marks a scenario a target cannot run; the report shows
@@ -166,17 +175,18 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 		_, r.ackTake = conns[0].(AckTaker)
 	}
 	recs := make([]*Recorder, cfg.Conns)
+	acts := make([]*Recorder, cfg.Conns)
 	r.meterStart(tgt)
 	start := time.Now()
 	r.deadline = start.Add(cfg.Duration)
 	stopProgress := r.progress(start)
 	var wg sync.WaitGroup
 	for i := range conns {
-		recs[i] = &Recorder{}
+		recs[i], acts[i] = &Recorder{}, &Recorder{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.worker(ctx, conns[i], recs[i], uint64(i))
+			r.worker(ctx, conns[i], recs[i], acts[i], uint64(i))
 			// A finished worker closes its connection at once: a target
 			// that pushes jobs to consumers (chronoq-ws, rabbitmq) would
 			// otherwise keep handing this idle connection a job another,
@@ -192,11 +202,17 @@ func Run(ctx context.Context, cfg Config) (Result, *Recorder, error) {
 	r.meterStop()
 	stopProgress()
 
-	rec := &Recorder{}
-	for _, x := range recs {
-		rec.Merge(x)
+	rec, act := &Recorder{}, &Recorder{}
+	for i := range recs {
+		rec.Merge(recs[i])
+		act.Merge(acts[i])
 	}
-	return r.finish(ctx, tgt, elapsed, rec)
+	res, rec, err := r.finish(ctx, tgt, elapsed, rec)
+	if a := act.Summary(); a.Count > 0 {
+		res.ActivationSamples = a.Count
+		res.ActivationP50MS, res.ActivationP99MS, res.ActivationMaxMS = ms(a.P50), ms(a.P99), ms(a.Max)
+	}
+	return res, rec, err
 }
 
 // finish cleans the target up and builds the result.
@@ -316,7 +332,9 @@ func (r *runner) cpuInto(res *Result) {
 // dead server ends the run instead of spinning for its whole duration.
 const maxConsecutiveErrors = 100
 
-func (r *runner) worker(ctx context.Context, c Conn, rec *Recorder, seed uint64) {
+// worker runs one connection's loop; act gets the delayed scenario's
+// lateness from the server's activation time, where the target tells it.
+func (r *runner) worker(ctx context.Context, c Conn, rec, act *Recorder, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	payload := make([]byte, r.cfg.Payload)
 	for i := range payload {
@@ -360,7 +378,12 @@ func (r *runner) worker(ctx context.Context, c Conn, rec *Recorder, seed uint64)
 		case r.cfg.Scenario == "lifecycle":
 			sample, err = r.lifecycle(ctx, c, payload)
 		case r.cfg.Scenario == "delayed":
-			sample, err = r.delayed(ctx, c, payload, rng)
+			var fromActivation time.Duration
+			var told bool
+			sample, fromActivation, told, err = r.delayed(ctx, c, payload, rng)
+			if err == nil && told {
+				act.Record(fromActivation)
+			}
 		}
 		if err != nil {
 			r.errs.Add(1)
@@ -431,7 +454,9 @@ func (r *runner) lifecycleAckTake(ctx context.Context, at AckTaker, c Conn, payl
 // taken job's lateness, from the due time stamped in its payload to the
 // moment the take answered. The due time is the put's start plus the
 // delay, so lateness also includes the put's own latency: an upper bound.
-func (r *runner) delayed(ctx context.Context, c Conn, payload []byte, rng *rand.Rand) (time.Duration, error) {
+// Where the take's answer says when the server made the job due
+// (Job.ActivateAt), fromActivation is the lateness from then (told).
+func (r *runner) delayed(ctx context.Context, c Conn, payload []byte, rng *rand.Rand) (sample, fromActivation time.Duration, told bool, err error) {
 	d := r.cfg.DelayMin
 	if span := r.cfg.DelayMax - r.cfg.DelayMin; span > 0 {
 		d += time.Duration(rng.Int64N(int64(span) + 1))
@@ -442,21 +467,24 @@ func (r *runner) delayed(ctx context.Context, c Conn, payload []byte, rng *rand.
 	t0 := time.Now()
 	stamp(payload, t0.Add(d))
 	if err := c.Put(ctx, payload, d); err != nil {
-		return 0, fmt.Errorf("put: %w", err)
+		return 0, 0, false, fmt.Errorf("put: %w", err)
 	}
 	j, err := c.Take(ctx, d+takeWait)
 	if err != nil {
-		return 0, fmt.Errorf("take: %w", err)
+		return 0, 0, false, fmt.Errorf("take: %w", err)
 	}
 	taken := time.Now()
 	due, ok := unstamp(j.Payload)
 	if err := c.Ack(ctx, j); err != nil {
-		return 0, fmt.Errorf("ack: %w", err)
+		return 0, 0, false, fmt.Errorf("ack: %w", err)
 	}
 	if !ok {
-		return 0, fmt.Errorf("taken job carries no due-time stamp (%d bytes)", len(j.Payload))
+		return 0, 0, false, fmt.Errorf("taken job carries no due-time stamp (%d bytes)", len(j.Payload))
 	}
-	return taken.Sub(due), nil
+	if !j.ActivateAt.IsZero() {
+		fromActivation, told = taken.Sub(j.ActivateAt), true
+	}
+	return taken.Sub(due), fromActivation, told, nil
 }
 
 // progress prints a status line every period until the returned func is

@@ -121,9 +121,10 @@ func (c *chronoqConn) Put(ctx context.Context, payload []byte, delay time.Durati
 
 type chronoqTaken struct {
 	Jobs []struct {
-		ID      string          `json:"id"`
-		Receipt string          `json:"receipt"`
-		Payload json.RawMessage `json:"payload"`
+		ID         string          `json:"id"`
+		Receipt    string          `json:"receipt"`
+		Payload    json.RawMessage `json:"payload"`
+		ActivateAt time.Time       `json:"activate_at"`
 	} `json:"jobs"`
 }
 
@@ -180,7 +181,7 @@ func chronoqJob(got chronoqTaken) Job {
 	if len(j.Payload) >= 2 && j.Payload[0] == '"' {
 		p = j.Payload[1 : len(j.Payload)-1]
 	}
-	return Job{Payload: p, Ref: [2]string{j.ID, j.Receipt}}
+	return Job{Payload: p, Ref: [2]string{j.ID, j.Receipt}, ActivateAt: j.ActivateAt}
 }
 
 func (c *chronoqConn) Ack(ctx context.Context, j Job) error {

@@ -30,7 +30,10 @@ Scenarios:
              chronoq-http acks and takes the next job in one request
              (two requests per cycle; --three-requests: three)
   delayed    put with a random delay from --delay-range, take it when
-             due, ack; the percentiles are lateness (handed out - due)
+             due, ack; the percentiles are lateness (handed out - due,
+             due being the put's start plus the delay, so the put's own
+             latency is in it); chronoq-http and chronoq-ws also report
+             it from the activate_at the take answers (activation_*)
   fanout     one publisher, --conns subscribers of a channel (chronoq-ws,
              centrifugo with --token its API key); jobs are deliveries,
              latency is publish -> delivery

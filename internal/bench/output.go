@@ -42,6 +42,12 @@ func WriteTable(w io.Writer, r Result) error {
 			return err
 		}
 	}
+	if r.ActivationSamples > 0 {
+		if _, err := fmt.Fprintf(w, "lateness from the server's activation time (%d samples): p50 %s p99 %s max %s\n",
+			r.ActivationSamples, fmtMS(r.ActivationP50MS), fmtMS(r.ActivationP99MS), fmtMS(r.ActivationMaxMS)); err != nil {
+			return err
+		}
+	}
 	if r.ServerCPUError != "" {
 		_, err := fmt.Fprintf(w, "server cpu n/a: %s\n", r.ServerCPUError)
 		return err

@@ -226,6 +226,20 @@ func TestSmokeChronoq(t *testing.T) {
 			if !(res.P50MS <= res.P90MS && res.P90MS <= res.P99MS && res.P99MS <= res.MaxMS) {
 				t.Fatalf("percentiles out of order: %+v", res)
 			}
+			if c.scenario == "delayed" {
+				// chronoq's HTTP and WebSocket answers carry activate_at;
+				// the beanstalkd protocol has no such field. A job is
+				// never handed out before it, so no lateness from it is
+				// negative (a misread time would be hours off).
+				want := 0
+				if c.target != "chronoq-beanstalk" {
+					want = int(res.Jobs)
+				}
+				if res.ActivationSamples != want || res.ActivationP50MS < 0 || res.ActivationP50MS > res.ActivationP99MS ||
+					res.ActivationP99MS > res.ActivationMaxMS || res.ActivationMaxMS > res.MaxMS+1 {
+					t.Fatalf("lateness from activate_at: want %d samples, got %+v", want, res)
+				}
+			}
 			if c.scenario != "delayed" && res.P50MS <= 0 {
 				t.Fatalf("latency p50 %v", res.P50MS)
 			}

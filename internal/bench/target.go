@@ -90,6 +90,9 @@ type Publisher interface {
 type Job struct {
 	Payload []byte
 	Ref     any // the target's own: a receipt, a delivery, a message
+	// ActivateAt is when the server made the job due, where the target's
+	// answer says (chronoq's activate_at); zero otherwise.
+	ActivateAt time.Time
 }
 
 // OpenFunc connects to a target at addr and prepares fresh state named

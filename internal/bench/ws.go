@@ -43,10 +43,11 @@ type wsFrame struct {
 		Message string `json:"message"`
 	} `json:"error"`
 	Job *struct {
-		ID      string          `json:"id"`
-		Queue   string          `json:"queue"`
-		Receipt string          `json:"receipt"`
-		Payload json.RawMessage `json:"payload"`
+		ID         string          `json:"id"`
+		Queue      string          `json:"queue"`
+		Receipt    string          `json:"receipt"`
+		Payload    json.RawMessage `json:"payload"`
+		ActivateAt time.Time       `json:"activate_at"`
 	} `json:"job"`
 	Pub *struct {
 		Data json.RawMessage `json:"data"`
@@ -217,7 +218,7 @@ func (w *wsConn) Take(ctx context.Context, wait time.Duration) (Job, error) {
 	defer timer.Stop()
 	select {
 	case f := <-w.jobs:
-		return Job{Payload: unquote(f.Job.Payload), Ref: [3]string{f.Job.Queue, f.Job.ID, f.Job.Receipt}}, nil
+		return Job{Payload: unquote(f.Job.Payload), Ref: [3]string{f.Job.Queue, f.Job.ID, f.Job.Receipt}, ActivateAt: f.Job.ActivateAt}, nil
 	case <-w.done:
 		return Job{}, fmt.Errorf("connection closed: %v", w.readErr)
 	case <-timer.C:

@@ -207,6 +207,32 @@ func WriteMarkdown(w io.Writer, rs []bench.Result, base string) {
 			}
 		}
 	}
+	writeActivation(w, m)
+}
+
+// writeActivation adds, below the table, the delayed scenario's lateness
+// from the server's activation time for the targets that tell it
+// (bench.Result.ActivationSamples): the table's lateness counts from the
+// put's start, so it also holds the put's own latency.
+func writeActivation(w io.Writer, m *matrix) {
+	header := false
+	for _, n := range m.conns("delayed") {
+		for _, t := range m.targetsOf("delayed") {
+			c := m.find("delayed", t, n)
+			if c == nil || c.median(func(r bench.Result) float64 { return float64(r.ActivationSamples) }) == 0 {
+				continue
+			}
+			if !header {
+				fmt.Fprintln(w, "\n| delayed: lateness from activate_at | conns | reps | p50 ms | p99 ms | max ms |")
+				fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+				header = true
+			}
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.1f |\n", t, n, len(c.runs),
+				c.median(func(r bench.Result) float64 { return r.ActivationP50MS }),
+				c.median(func(r bench.Result) float64 { return r.ActivationP99MS }),
+				c.median(func(r bench.Result) float64 { return r.ActivationMaxMS }))
+		}
+	}
 }
 
 // Plot draws the report's PNGs into outDir from a results file (and its

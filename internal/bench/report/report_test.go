@@ -76,9 +76,16 @@ func TestPlot(t *testing.T) {
 	}
 	var md strings.Builder
 	report.WriteMarkdown(&md, rs, "chronoq-http")
-	rows := strings.Count(md.String(), "\n") - 2
-	if rows != 8 || !strings.Contains(md.String(), "| put | 2 | other | 1 |") || !strings.Contains(md.String(), "×") ||
-		!strings.Contains(md.String(), "| server cpu µs/op |") {
+	// the table, then the delayed runs' lateness from activate_at (every
+	// run here is chronoq's HTTP API, which answers it)
+	main, act, ok := strings.Cut(md.String(), "\n\n")
+	rows := strings.Count(main, "\n") - 1
+	if !ok || rows != 8 || !strings.Contains(main, "| put | 2 | other | 1 |") || !strings.Contains(main, "×") ||
+		!strings.Contains(main, "| server cpu µs/op |") {
 		t.Fatalf("markdown table with %d rows:\n%s", rows, md.String())
+	}
+	if rows := strings.Count(act, "\n") - 2; rows != 4 || !strings.Contains(act, "| other | 2 | 1 |") ||
+		!strings.Contains(act, "| delayed: lateness from activate_at |") {
+		t.Fatalf("activation table with %d rows:\n%s", rows, act)
 	}
 }
