@@ -337,8 +337,8 @@ func TestScaleSmall(t *testing.T) {
 			t.Fatalf("probe not measured: %+v", l)
 		}
 	}
-	if res.LatenessJobs == 0 || res.Errors != 0 {
-		t.Fatalf("lateness over %d jobs, %d errors", res.LatenessJobs, res.Errors)
+	if res.LatenessJobs == 0 || res.Errors != 0 || res.ActivationMaxMS <= 0 || res.ActivationMaxMS > res.LatenessMaxMS+1 {
+		t.Fatalf("lateness over %d jobs (from activate_at: max %v ms), %d errors", res.LatenessJobs, res.ActivationMaxMS, res.Errors)
 	}
 	if res.FarJobs != 0 || res.FarDrainS != 0 {
 		t.Fatalf("far-future figures without the far store: %+v", res)
