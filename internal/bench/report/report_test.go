@@ -78,10 +78,10 @@ func TestPlot(t *testing.T) {
 	report.WriteMarkdown(&md, rs, "chronoq-http")
 	// the table, then the delayed runs' lateness from activate_at (every
 	// run here is chronoq's HTTP API, which answers it)
-	main, act, ok := strings.Cut(md.String(), "\n\n")
-	rows := strings.Count(main, "\n") - 1
-	if !ok || rows != 8 || !strings.Contains(main, "| put | 2 | other | 1 |") || !strings.Contains(main, "×") ||
-		!strings.Contains(main, "| server cpu µs/op |") {
+	table, act, ok := strings.Cut(md.String(), "\n\n")
+	rows := strings.Count(table, "\n") - 1
+	if !ok || rows != 8 || !strings.Contains(table, "| put | 2 | other | 1 |") || !strings.Contains(table, "×") ||
+		!strings.Contains(table, "| server cpu µs/op |") {
 		t.Fatalf("markdown table with %d rows:\n%s", rows, md.String())
 	}
 	if rows := strings.Count(act, "\n") - 2; rows != 4 || !strings.Contains(act, "| other | 2 | 1 |") ||
