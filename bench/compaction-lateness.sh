@@ -20,8 +20,8 @@
 # own), so that builds are compared with one load generator.
 #
 # Each line gives two latenesses: from the put's start plus the delay (an
-# upper bound: it holds the put's own latency, and the first put of each
-# of the 64 new connections takes 3–25 ms), and from the activate_at the
+# upper bound: it holds the put's own latency, and the first puts of the
+# 64 workers, sent at the same instant, take 3–25 ms), and from the activate_at the
 # take answers, the activation lateness proper (docs/benchmarks.md, "What
 # the lateness probe measured").
 set -euo pipefail
