@@ -378,12 +378,7 @@ func (r *runner) worker(ctx context.Context, c Conn, rec, act *Recorder, seed ui
 		case r.cfg.Scenario == "lifecycle":
 			sample, err = r.lifecycle(ctx, c, payload)
 		case r.cfg.Scenario == "delayed":
-			var fromActivation time.Duration
-			var told bool
-			sample, fromActivation, told, err = r.delayed(ctx, c, payload, rng)
-			if err == nil && told {
-				act.Record(fromActivation)
-			}
+			sample, err = r.delayed(ctx, c, payload, rng, act)
 		}
 		if err != nil {
 			r.errs.Add(1)
@@ -455,8 +450,8 @@ func (r *runner) lifecycleAckTake(ctx context.Context, at AckTaker, c Conn, payl
 // moment the take answered. The due time is the put's start plus the
 // delay, so lateness also includes the put's own latency: an upper bound.
 // Where the take's answer says when the server made the job due
-// (Job.ActivateAt), fromActivation is the lateness from then (told).
-func (r *runner) delayed(ctx context.Context, c Conn, payload []byte, rng *rand.Rand) (sample, fromActivation time.Duration, told bool, err error) {
+// (Job.ActivateAt), act gets the lateness from then.
+func (r *runner) delayed(ctx context.Context, c Conn, payload []byte, rng *rand.Rand, act *Recorder) (time.Duration, error) {
 	d := r.cfg.DelayMin
 	if span := r.cfg.DelayMax - r.cfg.DelayMin; span > 0 {
 		d += time.Duration(rng.Int64N(int64(span) + 1))
@@ -467,24 +462,24 @@ func (r *runner) delayed(ctx context.Context, c Conn, payload []byte, rng *rand.
 	t0 := time.Now()
 	stamp(payload, t0.Add(d))
 	if err := c.Put(ctx, payload, d); err != nil {
-		return 0, 0, false, fmt.Errorf("put: %w", err)
+		return 0, fmt.Errorf("put: %w", err)
 	}
 	j, err := c.Take(ctx, d+takeWait)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("take: %w", err)
+		return 0, fmt.Errorf("take: %w", err)
 	}
 	taken := time.Now()
 	due, ok := unstamp(j.Payload)
 	if err := c.Ack(ctx, j); err != nil {
-		return 0, 0, false, fmt.Errorf("ack: %w", err)
+		return 0, fmt.Errorf("ack: %w", err)
 	}
 	if !ok {
-		return 0, 0, false, fmt.Errorf("taken job carries no due-time stamp (%d bytes)", len(j.Payload))
+		return 0, fmt.Errorf("taken job carries no due-time stamp (%d bytes)", len(j.Payload))
 	}
 	if !j.ActivateAt.IsZero() {
-		fromActivation, told = taken.Sub(j.ActivateAt), true
+		act.Record(taken.Sub(j.ActivateAt))
 	}
-	return taken.Sub(due), fromActivation, told, nil
+	return taken.Sub(due), nil
 }
 
 // progress prints a status line every period until the returned func is
