@@ -8,7 +8,11 @@
 # distributions), <date>.na.txt (cells that could not run, with why) and
 # the plots and a markdown table of medians under bench/results/<date>/;
 # <date>.load.txt has the load average at the start of every repetition
-# (the machine may be shared: read the medians next to it).
+# (the machine may be shared: read the medians next to it). Last, it
+# rewrites the generated section of docs/benchmarks.md ("chronoq-bench
+# report") from the run: the speed goals judged on it, its medians, before
+# and after against BEFORE, summaries of the CPU profiles, and the plots
+# in docs/benchmarks/.
 #
 # Every result carries server_cpu_us_per_op: the CPU time (user + system)
 # the server process spent per operation, read by chronoq-bench from
@@ -20,9 +24,14 @@
 # beanstalkd-nobinlog redis"; empty: skip the delayed runs) DELAYED_CONNS (64)
 # DELAY_RANGE (1s..2s) DELAYED_DURATION (10s) FANOUT_CONNS ("64"; empty:
 # skip the chronoq-ws fanout runs) CHRONOQ_BIN (a prebuilt server;
-# default: built from this tree) PROFILE (1: CPU-profile chronoq during its
-# first run of each scenario at the largest conns) KEEP_PEERS (1: leave
-# the peers running) BENCH_DIR (scratch, /tmp/chronoq-bench).
+# default: built from this tree) PROFILE (1: CPU-profile chronoq during
+# the first run of each scenario at the largest conns of every target in
+# PROFILE_TARGETS, "chronoq-http chronoq-beanstalk") KEEP_PEERS (1: leave
+# the peers running) BENCH_DIR (scratch, /tmp/chronoq-bench) BEFORE (the
+# results file the report compares with; default the run of 2026-11-22,
+# before the speed work) REPORT (1: rewrite docs/benchmarks.md; 0: don't;
+# default: only when SCENARIOS, CONNS, TARGETS and DELAYED_TARGETS are
+# their defaults, so a partial run leaves the page alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -38,6 +47,13 @@ DELAY_RANGE=${DELAY_RANGE:-1s..2s}
 DELAYED_DURATION=${DELAYED_DURATION:-10s}
 FANOUT_CONNS=${FANOUT_CONNS-64}
 PROFILE=${PROFILE:-1}
+PROFILE_TARGETS=${PROFILE_TARGETS:-chronoq-http chronoq-beanstalk}
+BEFORE=${BEFORE:-bench/results/2026-11-22-0616.json}
+if [[ -z ${REPORT:-} ]]; then
+	REPORT=1
+	[[ $SCENARIOS == "put lifecycle" && $CONNS == "8 64" && -z ${TARGETS:-} &&
+		$DELAYED_TARGETS == "chronoq-http chronoq-ws chronoq-beanstalk beanstalkd-nobinlog redis" ]] || REPORT=0
+fi
 export BENCH_DIR=${BENCH_DIR:-/tmp/chronoq-bench}
 CQ_HTTP=127.0.0.1:17777 CQ_ADMIN=127.0.0.1:17778 CQ_BEANSTALK=127.0.0.1:11320
 
@@ -133,10 +149,10 @@ for sc in $SCENARIOS; do
 			load "$sc conns=$n rep $rep"
 			for label in $TARGETS; do
 				prof=
-				if [[ $PROFILE == 1 && $label == chronoq-http && $rep == 1 && $n == "$maxconns" ]]; then
+				if [[ $PROFILE == 1 && " $PROFILE_TARGETS " == *" $label "* && $rep == 1 && $n == "$maxconns" ]]; then
 					secs=$(($(sed 's/[^0-9].*//' <<<"$DURATION") - 1))
 					((secs >= 1)) || secs=1
-					curl -s -o "bench/results/$stamp.$sc-$n.pprof" \
+					curl -s -o "bench/results/$stamp.$label.$sc-$n.pprof" \
 						"http://$CQ_ADMIN/debug/pprof/profile?seconds=$secs" &
 					prof=$!
 				fi
@@ -176,3 +192,9 @@ load end
 echo "wrote $OUT ($(wc -l <"$LINES") runs)" >&2
 mkdir -p "bench/results/$stamp"
 "$BIN" plot "$OUT" "bench/results/$stamp" | tee "bench/results/$stamp/table.md"
+if [[ $REPORT == 1 ]]; then
+	"$BIN" report "$OUT" --doc docs/benchmarks.md --plots docs/benchmarks --before "$BEFORE" \
+		--commit "$(git describe --always --dirty 2>/dev/null || echo unknown)"
+else
+	echo "docs/benchmarks.md left alone (a partial run; REPORT=1 rewrites it anyway)" >&2
+fi

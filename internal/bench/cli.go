@@ -52,11 +52,15 @@ Scenarios:
 Targets:
 `
 
-const plotUsage = `
+const reportUsage = `
 "plot" draws PNGs (throughput by target and connection count, latency
 CDFs, lateness) from a results file (a JSON array of --json objects, with
 distributions from RESULTS.cdf.jsonl when present) and prints a markdown
-table of medians and same-run ratios against --base.
+table of medians and same-run ratios against --base. "report" draws them
+into --plots and rewrites --doc's generated section (between its marker
+lines): the speed goals judged on the run, its medians, before and after
+against --before, summaries of the CPU profiles bench/run.sh took
+(RESULTS-stem.LABEL.SCENARIO-CONNS.pprof), the plots.
 `
 
 // loadGenGCPercent is the load generator's GOGC unless the environment
@@ -68,15 +72,18 @@ table of medians and same-run ratios against --base.
 // spent"). The price is a larger heap in the load generator only.
 const loadGenGCPercent = 400
 
-// Main is the bench command line; prog names it in the usage text. plot,
-// when set, runs "prog plot ARGS"; without it the command has no plot.
-func Main(prog string, args []string, plot func(args []string) error) error {
-	plotLine, plotText := "", ""
-	if plot != nil {
-		plotLine = "  " + prog + " plot RESULTS.json OUTDIR [--base TARGET]\n"
-		plotText = plotUsage
-		if len(args) > 0 && args[0] == "plot" {
-			return plot(args[1:])
+// Main is the bench command line; prog names it in the usage text.
+// report, when set, runs "prog plot ARGS" and "prog report ARGS" (it is
+// given the subcommand's name and its arguments); without it the command
+// has neither.
+func Main(prog string, args []string, report func(args []string) error) error {
+	reportLines, reportText := "", ""
+	if report != nil {
+		reportLines = "  " + prog + " plot RESULTS.json OUTDIR [--base TARGET]\n" +
+			"  " + prog + " report RESULTS.json --doc FILE --plots DIR [--before BEFORE.json] [--commit SHA]\n"
+		reportText = reportUsage
+		if len(args) > 0 && (args[0] == "plot" || args[0] == "report") {
+			return report(args)
 		}
 	}
 	var (
@@ -115,7 +122,7 @@ func Main(prog string, args []string, plot func(args []string) error) error {
 	fs.DurationVar(&scale.Probe, "probe", 10*time.Second, "scale: how long each latency probe runs")
 	fs.DurationVar(&scale.Lateness, "lateness", 30*time.Second, "scale: how long the activation-lateness probe runs (64 connections, delays 1–3 s: ~30 samples a second)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), cliUsage, prog, plotLine, plotText)
+		fmt.Fprintf(fs.Output(), cliUsage, prog, reportLines, reportText)
 		for _, t := range Targets() {
 			fmt.Fprintln(fs.Output(), "  "+t)
 		}

@@ -174,16 +174,8 @@ func WriteMarkdown(w io.Writer, rs []bench.Result, base string) {
 					continue
 				}
 				ratio := "—"
-				if b != nil && t != base {
-					var rr []float64
-					for k := 0; k < min(len(b.runs), len(c.runs)); k++ {
-						if c.runs[k].JobsPerSec > 0 {
-							rr = append(rr, b.runs[k].JobsPerSec/c.runs[k].JobsPerSec)
-						}
-					}
-					if len(rr) > 0 {
-						ratio = fmt.Sprintf("%.2f×", median(rr))
-					}
+				if r, ok := sameRun(m, sc, n, base, t, rate); ok && b != nil && t != base {
+					ratio = fmt.Sprintf("%.2f×", r)
 				}
 				var errs int64
 				for _, r := range c.runs {
