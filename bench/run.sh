@@ -3,11 +3,11 @@
 # (cmd/chronoq-bench), starts chronoq and the peers
 # (bench/peers.sh), and runs every scenario × connection count with the
 # targets alternating A/B/C/A/B/C... (REPS repetitions each) because
-# shared machines drift; then writes bench/results/<date>.json (a JSON
-# array of `chronoq-bench --json` objects), <date>.cdf.jsonl (the latency
-# distributions), <date>.na.txt (cells that could not run, with why) and
-# the plots and a markdown table of medians under bench/results/<date>/;
-# <date>.load.txt has the load average at the start of every repetition
+# shared machines drift; then writes bench/results/<date-HHMM>.json (a JSON
+# array of `chronoq-bench --json` objects), <date-HHMM>.cdf.jsonl (the latency
+# distributions), <date-HHMM>.na.txt (cells that could not run, with why) and
+# the plots and a markdown table of medians under bench/results/<date-HHMM>/;
+# <date-HHMM>.load.txt has the load average at the start of every repetition
 # (the machine may be shared: read the medians next to it). Last, it
 # rewrites the generated section of docs/benchmarks.md ("chronoq-bench
 # report") from the run: the speed goals judged on it, its medians, before
@@ -79,8 +79,7 @@ ORDER="chronoq-http chronoq-http-3req chronoq-ws chronoq-beanstalk beanstalkd be
 PEERS=${PEERS:-beanstalkd beanstalkd-mem redis nats rabbitmq}
 
 mkdir -p bench/results "$BENCH_DIR"
-stamp=$(date -u +%Y-%m-%d)
-[[ -e bench/results/$stamp.json ]] && stamp=$(date -u +%Y-%m-%d-%H%M)
+stamp=$(date -u +%Y-%m-%d-%H%M)
 OUT=bench/results/$stamp.json
 LINES=$BENCH_DIR/$stamp.lines
 NA=bench/results/$stamp.na.txt

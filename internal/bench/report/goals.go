@@ -150,7 +150,14 @@ func lateness(m *matrix) verdict {
 	if len(parts) == 0 {
 		return verdict{goal, fmt.Sprintf("needs a delayed run at %d conns that reports activate_at", goalConns), "n/a"}
 	}
-	return verdict{goal, strings.Join(parts, ", "), metOrNot(worst <= 5)}
+	// in-memory beanstalkd does not say when it made a job due: its
+	// lateness counts from the put's start, which also holds the put's
+	// latency, so it is an upper bound; it shows how the machine did
+	result := strings.Join(parts, ", ")
+	if p99, ok := medianOf(m, "delayed", tMemory, func(r bench.Result) float64 { return r.P99MS }); ok {
+		result += fmt.Sprintf(" (%s, from the put's start: %.2f ms)", tMemory, p99)
+	}
+	return verdict{goal, result, metOrNot(worst <= 5)}
 }
 
 // writeGoals writes the verdicts as a markdown table.

@@ -30,13 +30,15 @@ type share struct {
 	nanos int64
 }
 
-// profileSummary is where a CPU profile's time went: by package and by
-// function, counting each sample where it was taken (its leaf frame,
+// profileSummary is where a CPU profile's time went: by the goroutine
+// that spent it (named by the function it started in), and by package and
+// by function, counting each sample where it was taken (its leaf frame,
 // inlined frames resolved), which is pprof's "flat".
 type profileSummary struct {
-	total     int64
-	packages  []share
-	functions []share
+	total, duration int64
+	goroutines      []share
+	packages        []share
+	functions       []share
 }
 
 func summarize(p *profile.Profile) (profileSummary, error) {
@@ -49,8 +51,8 @@ func summarize(p *profile.Profile) (profileSummary, error) {
 	if idx < 0 {
 		return profileSummary{}, fmt.Errorf("profile has no sample types")
 	}
-	byPkg, byFn := map[string]int64{}, map[string]int64{}
-	var s profileSummary
+	byG, byPkg, byFn := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	s := profileSummary{duration: p.DurationNanos}
 	for _, sm := range p.Sample {
 		v := sm.Value[idx]
 		s.total += v
@@ -60,9 +62,36 @@ func summarize(p *profile.Profile) (profileSummary, error) {
 		}
 		byFn[fn] += v
 		byPkg[packageOf(fn)] += v
+		byG[entryOf(sm)] += v
 	}
-	s.packages, s.functions = sorted(byPkg), sorted(byFn)
+	s.goroutines, s.packages, s.functions = sorted(byG), sorted(byPkg), sorted(byFn)
 	return s, nil
+}
+
+// noGoroutine names the samples whose whole stack is the runtime's: the
+// scheduler looking for work, the garbage collector's workers, sysmon.
+const noGoroutine = "(the runtime's own: scheduler, GC workers, sysmon)"
+
+// entryOf is the function the sample's goroutine started in: the
+// outermost frame that is not the runtime's (a goroutine's stack begins
+// in runtime.goexit).
+func entryOf(sm *profile.Sample) string {
+	for i := len(sm.Location) - 1; i >= 0; i-- {
+		lines := sm.Location[i].Line
+		for j := len(lines) - 1; j >= 0; j-- {
+			if f := lines[j].Function; f != nil && !isRuntime(packageOf(f.Name)) {
+				return f.Name
+			}
+		}
+	}
+	return noGoroutine
+}
+
+// isRuntime: the runtime's packages, and the assembly symbols without a
+// package (gosave_systemstack_switch) that only the runtime has.
+func isRuntime(pkg string) bool {
+	return pkg == "runtime" || strings.HasPrefix(pkg, "runtime/") || strings.HasPrefix(pkg, "internal/runtime/") ||
+		!strings.Contains(pkg, ".")
 }
 
 func sorted(m map[string]int64) []share {
@@ -88,9 +117,10 @@ func packageOf(sym string) string {
 
 // packageNotes say what a package's flat time is, where its name does not.
 var packageNotes = map[string]string{
-	"internal/runtime/syscall": "system calls: the kernel's time",
-	"syscall":                  "system calls: the kernel's time",
-	"runtime":                  "Go runtime: scheduler, garbage collector, allocation, netpoll",
+	"internal/runtime/syscall/linux": "system calls: the kernel's time",
+	"internal/runtime/syscall":       "system calls: the kernel's time",
+	"syscall":                        "system calls: the kernel's time",
+	"runtime":                        "Go runtime: scheduler, garbage collector, allocation, netpoll",
 }
 
 // writeProfile summarizes one profile file: the top packages and the top
@@ -112,23 +142,34 @@ func writeProfile(w io.Writer, path string, top int) error {
 	if s.total == 0 {
 		return fmt.Errorf("%s: no samples", path)
 	}
-	pct := func(v int64) float64 { return 100 * float64(v) / float64(s.total) }
-	fmt.Fprintf(w, "| package (flat) | share of server CPU |\n|---|---:|\n")
-	rest := s.total
-	for _, sh := range s.packages[:min(top, len(s.packages))] {
-		name := "`" + sh.name + "`"
-		if note := packageNotes[sh.name]; note != "" {
+	if s.duration > 0 {
+		fmt.Fprintf(w, "%.1f s of CPU in %.1f s.\n\n", float64(s.total)/1e9, float64(s.duration)/1e9)
+	}
+	table(w, "goroutine (the function it started in)", s.goroutines, s.total, top, nil)
+	fmt.Fprintln(w)
+	table(w, "package (flat)", s.packages, s.total, top, packageNotes)
+	fmt.Fprintln(w)
+	table(w, "function (flat)", s.functions, s.total, top, nil)
+	return nil
+}
+
+// table writes the top rows of shares as a markdown table, with a last
+// row for the rest; notes add a word on a name.
+func table(w io.Writer, title string, shares []share, total int64, top int, notes map[string]string) {
+	fmt.Fprintf(w, "| %s | share of server CPU |\n|---|---:|\n", title)
+	rest := total
+	for _, sh := range shares[:min(top, len(shares))] {
+		name := sh.name
+		if name != noGoroutine {
+			name = "`" + name + "`"
+		}
+		if note := notes[sh.name]; note != "" {
 			name += " (" + note + ")"
 		}
-		fmt.Fprintf(w, "| %s | %.1f %% |\n", name, pct(sh.nanos))
+		fmt.Fprintf(w, "| %s | %.1f %% |\n", name, 100*float64(sh.nanos)/float64(total))
 		rest -= sh.nanos
 	}
 	if rest > 0 {
-		fmt.Fprintf(w, "| everything else | %.1f %% |\n", pct(rest))
+		fmt.Fprintf(w, "| everything else | %.1f %% |\n", 100*float64(rest)/float64(total))
 	}
-	fmt.Fprintf(w, "\n| function (flat) | share of server CPU |\n|---|---:|\n")
-	for _, sh := range s.functions[:min(top, len(s.functions))] {
-		fmt.Fprintf(w, "| `%s` | %.1f %% |\n", sh.name, pct(sh.nanos))
-	}
-	return nil
 }

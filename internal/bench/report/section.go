@@ -55,7 +55,15 @@ func WriteSection(w io.Writer, cfg SectionConfig) error {
 	if na, err := os.ReadFile(stem + ".na.txt"); err == nil && len(bytes.TrimSpace(na)) > 0 {
 		fmt.Fprintf(w, " Cells that could not run: `%s.na.txt`.", stem)
 	}
-	fmt.Fprintf(w, " The machine is shared: compare the same-run ratios, not absolute rates across runs.\n\n")
+	fmt.Fprintf(w, " The machine is shared: compare the same-run ratios, not absolute rates across runs.")
+	if r, ok := medianOf(group(after), "put", tMemory, rate); ok {
+		fmt.Fprintf(w, " Its speed in this run, by the yardstick of in-memory beanstalkd's puts at %d connections: %.0f/s", goalConns, r)
+		if c, ok := medianOf(group(after), "put", tMemory, cpuPer); ok {
+			fmt.Fprintf(w, ", %.1f µs of server CPU each", c)
+		}
+		fmt.Fprint(w, ".")
+	}
+	fmt.Fprint(w, "\n\n")
 
 	fmt.Fprintf(w, "### Against the speed goals\n\n")
 	writeGoals(w, speedGoals(after))
