@@ -28,8 +28,9 @@
 # the first run of each scenario at the largest conns of every target in
 # PROFILE_TARGETS, "chronoq-http chronoq-beanstalk") KEEP_PEERS (1: leave
 # the peers running) BENCH_DIR (scratch, /tmp/chronoq-bench) BEFORE (the
-# results file the report compares with; default the run of 2026-11-22,
-# before the speed work) REPORT (1: rewrite docs/benchmarks.md; 0: don't;
+# results file the report compares with; default the matrix of the build
+# before the speed work, 4e6f109, run on 2026-11-27 with this load
+# generator) REPORT (1: rewrite docs/benchmarks.md; 0: don't;
 # default: only when SCENARIOS, CONNS, TARGETS and DELAYED_TARGETS are
 # their defaults, so a partial run leaves the page alone).
 set -euo pipefail
@@ -48,7 +49,7 @@ DELAYED_DURATION=${DELAYED_DURATION:-10s}
 FANOUT_CONNS=${FANOUT_CONNS-64}
 PROFILE=${PROFILE:-1}
 PROFILE_TARGETS=${PROFILE_TARGETS:-chronoq-http chronoq-beanstalk}
-BEFORE=${BEFORE:-bench/results/2026-11-22-0616.json}
+BEFORE=${BEFORE:-bench/results/2026-11-27-1632.json}
 if [[ -z ${REPORT:-} ]]; then
 	REPORT=1
 	[[ $SCENARIOS == "put lifecycle" && $CONNS == "8 64" && -z ${TARGETS:-} &&

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/chronoq/chronoq/internal/bench"
 )
@@ -12,9 +13,12 @@ import (
 // the throughput as a share of in-memory beanstalkd's in the same run.
 // The runs were made at different times on a shared machine, so the
 // absolute columns move with the machine; the share does less, because
-// both of its terms moved together.
+// both of its terms moved together. A cell with errors on either side
+// (a request the build before did not have, say) is left out and named
+// below the table.
 func writeBeforeAfter(w io.Writer, before, after []bench.Result) {
 	mb, ma := group(before), group(after)
+	var left []string
 	fmt.Fprintln(w, "| scenario | conns | target | jobs/s before → after | × | ÷ in-memory beanstalkd, same run: before → after | server cpu µs/op before → after | × | p99 ms before → after |")
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, sc := range ma.scenarios {
@@ -22,6 +26,10 @@ func writeBeforeAfter(w io.Writer, before, after []bench.Result) {
 			for _, t := range ma.targetsOf(sc) {
 				a, b := ma.find(sc, t, n), mb.find(sc, t, n)
 				if a == nil || b == nil {
+					continue
+				}
+				if eb, ea := b.errors(), a.errors(); eb > 0 || ea > 0 {
+					left = append(left, fmt.Sprintf("%s at %d conns, %s (errors before %d, after %d)", sc, n, t, eb, ea))
 					continue
 				}
 				var throughput, share, ratio string
@@ -48,6 +56,9 @@ func writeBeforeAfter(w io.Writer, before, after []bench.Result) {
 					sc, n, t, throughput, ratio, share, cpu, cpuRatio, b.median(p99), a.median(p99))
 			}
 		}
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(w, "\nLeft out, with failed requests: %s.\n", strings.Join(left, "; "))
 	}
 }
 

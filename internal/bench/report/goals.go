@@ -39,10 +39,11 @@ func metOrNot(ok bool) string {
 // sameRun is the median over repetitions k of f(a's rep k) ÷ f(b's rep
 // k): the two ran next to each other in the A/B/A/B order, so their ratio
 // holds when the machine drifts between repetitions. ok is false when a
-// cell is missing or no repetition has both values.
+// cell is missing or had failed requests, or no repetition has both
+// values.
 func sameRun(m *matrix, sc string, n int, a, b string, f func(bench.Result) float64) (float64, bool) {
 	ca, cb := m.find(sc, a, n), m.find(sc, b, n)
-	if ca == nil || cb == nil {
+	if ca == nil || cb == nil || ca.errors() > 0 || cb.errors() > 0 {
 		return 0, false
 	}
 	var rr []float64
@@ -58,10 +59,10 @@ func sameRun(m *matrix, sc string, n int, a, b string, f func(bench.Result) floa
 }
 
 // medianOf is the median of f at goalConns over the repetitions where
-// f > 0.
+// f > 0; not ok for a cell with failed requests.
 func medianOf(m *matrix, sc, t string, f func(bench.Result) float64) (float64, bool) {
 	c := m.find(sc, t, goalConns)
-	if c == nil {
+	if c == nil || c.errors() > 0 {
 		return 0, false
 	}
 	return positiveMedian(c, f)

@@ -78,6 +78,16 @@ type cell struct {
 	runs             []bench.Result
 }
 
+// errors is how many requests failed over the cell's repetitions: a cell
+// with errors measured something other than the scenario.
+func (c *cell) errors() int64 {
+	var n int64
+	for _, r := range c.runs {
+		n += r.Errors
+	}
+	return n
+}
+
 func (c *cell) median(f func(bench.Result) float64) float64 {
 	v := make([]float64, len(c.runs))
 	for i, r := range c.runs {
@@ -177,10 +187,7 @@ func WriteMarkdown(w io.Writer, rs []bench.Result, base string) {
 				if r, ok := sameRun(m, sc, n, base, t, rate); ok && b != nil && t != base {
 					ratio = fmt.Sprintf("%.2f×", r)
 				}
-				var errs int64
-				for _, r := range c.runs {
-					errs += r.Errors
-				}
+				errs := c.errors()
 				cpu := "n/a" // a server not on this host, or unreadable
 				var cpus []float64
 				for _, r := range c.runs {

@@ -113,6 +113,10 @@ func TestReportRewritesOnlyItsSection(t *testing.T) {
 	old := matrixRuns(false)
 	for i := range old {
 		old[i].JobsPerSec /= 2
+		// the build before lacked ack-and-take-next: its HTTP lifecycle failed
+		if old[i].Scenario == "lifecycle" && old[i].Target == tHTTP {
+			old[i].Errors = 5
+		}
 	}
 	writeJSON(t, before, old)
 	stem := strings.TrimSuffix(results, ".json")
@@ -158,6 +162,7 @@ func TestReportRewritesOnlyItsSection(t *testing.T) {
 		"| activation lateness p99 ≤ 5 ms (from activate_at) | chronoq-http 3.50 ms (beanstalkd-nobinlog, from the put's start: 3.00 ms) | **met** |",
 		// before: half the rate, no CPU figures
 		"| put | 64 | chronoq-beanstalk | 20000 → 40000 | 2.00× | 0.50 → 0.50 | n/a → 20.0 | — | 3.00 → 3.00 |",
+		"Left out, with failed requests: lifecycle at 64 conns, chronoq-http (errors before 15, after 0).",
 		"#### chronoq-beanstalk, put, 64 connections\n\n5.0 s of CPU in 4.0 s.\n",
 		"| `github.com/chronoq/chronoq/internal/api/beanstalk.(*conn).serve` | 60.0 % |",
 		"| `github.com/chronoq/chronoq/internal/broker.(*loop).run` | 20.0 % |",
