@@ -32,13 +32,23 @@ func Command(args []string) error {
 	return fmt.Errorf("%q: want plot or report", args[0])
 }
 
+// flags makes a subcommand's flag set; usage is its usage line.
+func flags(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: chronoq-bench %s %s\n\n", name, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 // parse parses flags that may come before, between or after the
-// positional arguments, and answers the positional ones.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
+// positional arguments, and answers the positional ones; help says the
+// usage was asked for (and printed).
+func parse(fs *flag.FlagSet, args []string) (pos []string, help bool, err error) {
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, errors.Is(err, flag.ErrHelp), err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -46,18 +56,14 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	return pos, nil
+	return pos, false, nil
 }
 
 func plotCommand(args []string) error {
-	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
+	fs := flags("plot", "RESULTS.json OUTDIR [--base TARGET]")
 	base := fs.String("base", tHTTP, "target the ratio column compares with")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: chronoq-bench plot RESULTS.json OUTDIR [--base TARGET]\n\n")
-		fs.PrintDefaults()
-	}
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
+	pos, help, err := parse(fs, args)
+	if help {
 		return nil
 	}
 	if err != nil {
@@ -82,17 +88,13 @@ func plotCommand(args []string) error {
 }
 
 func reportCommand(args []string) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs := flags("report", "RESULTS.json --doc FILE --plots DIR [--before BEFORE.json] [--commit SHA]")
 	doc := fs.String("doc", "", "the markdown file whose generated section is rewritten (required)")
 	plots := fs.String("plots", "", "directory the PNGs are drawn into (required)")
 	before := fs.String("before", "", "results file of the run to compare with")
 	commit := fs.String("commit", "", "what the run's server was built from, as the report should name it")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: chronoq-bench report RESULTS.json --doc FILE --plots DIR [--before BEFORE.json] [--commit SHA]\n\n")
-		fs.PrintDefaults()
-	}
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
+	pos, help, err := parse(fs, args)
+	if help {
 		return nil
 	}
 	if err != nil {
