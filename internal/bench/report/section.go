@@ -89,7 +89,7 @@ func WriteSection(w io.Writer, cfg SectionConfig) error {
 		return err
 	}
 	if len(profiles) > 0 {
-		fmt.Fprintf(w, "\n### Where chronoq's CPU goes\n\nCPU profiles of the server (admin port, `/debug/pprof/profile`) during the first repetition of each cell named; the files stay under `bench/results/`, uncommitted.\n")
+		fmt.Fprintf(w, "\n### Where chronoq's CPU goes\n\nCPU profiles of the server (admin port, `/debug/pprof/profile`) during the first repetition of each cell named, in `%s.*.pprof` (`go tool pprof` reads them).\n", stem)
 	}
 	for _, p := range profiles {
 		fmt.Fprintf(w, "\n#### %s\n\n", profileTitle(stem, p))

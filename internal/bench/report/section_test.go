@@ -1,10 +1,12 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -252,5 +254,46 @@ func TestSplice(t *testing.T) {
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%q: got %q, %v", tc.doc, got, err)
 		}
+	}
+}
+
+// TestBenchmarksPageIsItsRun rewrites the generated section of the
+// repository's docs/benchmarks.md from the committed results it names and
+// wants what is there: the page holds no hand edits between its markers,
+// and what it says follows from files in the repository.
+func TestBenchmarksPageIsItsRun(t *testing.T) {
+	t.Chdir("../../..") // the repository's root, where bench/run.sh runs it
+	doc, err := os.ReadFile("docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, e := bytes.Index(doc, []byte(beginMarker)), bytes.Index(doc, []byte(endMarker))
+	if b < 0 || e < b {
+		t.Fatal("docs/benchmarks.md has no report section")
+	}
+	written := string(doc[b : e+len(endMarker)])
+	find := func(re string) string {
+		m := regexp.MustCompile(re).FindStringSubmatch(written)
+		if m == nil {
+			t.Fatalf("the section has nothing like %s", re)
+		}
+		return m[1]
+	}
+	cfg := SectionConfig{
+		Results: find(`runs \(`+"`"+`(bench/results/[^`+"`"+`]+)\.\*`+"`"+`\)`) + ".json",
+		Before:  find("Before is `([^`]+)`"),
+		Commit:  find("`bench/run.sh` on `([^`]+)`"),
+	}
+	for _, m := range regexp.MustCompile(`!\[[^\]]*\]\(([^)]+)\)`).FindAllStringSubmatch(written, -1) {
+		cfg.Plots = append(cfg.Plots, m[1])
+	}
+	var sec strings.Builder
+	if err := WriteSection(&sec, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimRight(sec.String(), "\n"); got != written {
+		t.Errorf("docs/benchmarks.md's report section is not what %s gives; rewrite it with\n"+
+			"  go run ./cmd/chronoq-bench report %s --doc docs/benchmarks.md --plots docs/benchmarks --before %s --commit %s",
+			cfg.Results, cfg.Results, cfg.Before, cfg.Commit)
 	}
 }
