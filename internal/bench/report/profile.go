@@ -79,7 +79,9 @@ func entryOf(sm *profile.Sample) string {
 	for i := len(sm.Location) - 1; i >= 0; i-- {
 		lines := sm.Location[i].Line
 		for j := len(lines) - 1; j >= 0; j-- {
-			if f := lines[j].Function; f != nil && !isRuntime(packageOf(f.Name)) {
+			// a name without a dot is an assembly routine of the runtime's
+			// (gosave_systemstack_switch, memeqbody)
+			if f := lines[j].Function; f != nil && strings.Contains(f.Name, ".") && !isRuntime(packageOf(f.Name)) {
 				return f.Name
 			}
 		}
@@ -87,11 +89,8 @@ func entryOf(sm *profile.Sample) string {
 	return noGoroutine
 }
 
-// isRuntime: the runtime's packages, and the assembly symbols without a
-// package (gosave_systemstack_switch) that only the runtime has.
 func isRuntime(pkg string) bool {
-	return pkg == "runtime" || strings.HasPrefix(pkg, "runtime/") || strings.HasPrefix(pkg, "internal/runtime/") ||
-		!strings.Contains(pkg, ".")
+	return pkg == "runtime" || strings.HasPrefix(pkg, "runtime/") || strings.HasPrefix(pkg, "internal/runtime/")
 }
 
 func sorted(m map[string]int64) []share {
