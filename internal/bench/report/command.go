@@ -119,15 +119,20 @@ func Report(log io.Writer, results, docPath, plotDir, before, commit string) err
 	if err != nil {
 		return fmt.Errorf("bench report: %w", err)
 	}
-	// fail on a document without markers before drawing anything
+	// fail on a document without markers, or on input the section cannot
+	// be written from (a bad --before, a damaged .load.txt), before
+	// drawing anything: a refused report changes nothing
 	if _, err := Splice(old, []byte(beginMarker+"\n"+endMarker)); err != nil {
 		return fmt.Errorf("bench report: %s: %w", docPath, err)
+	}
+	cfg := SectionConfig{Results: results, Before: before, Commit: commit}
+	if err := WriteSection(io.Discard, cfg); err != nil {
+		return fmt.Errorf("bench report: %w", err)
 	}
 	files, err := Plot(results, plotDir)
 	if err != nil {
 		return fmt.Errorf("bench report: %w", err)
 	}
-	cfg := SectionConfig{Results: results, Before: before, Commit: commit}
 	for _, f := range files {
 		fmt.Fprintln(log, "wrote", f)
 		rel, err := filepath.Rel(filepath.Dir(docPath), f)

@@ -56,9 +56,10 @@ func WriteSection(w io.Writer, cfg SectionConfig) error {
 		fmt.Fprintf(w, " Cells that could not run: `%s.na.txt`.", stem)
 	}
 	fmt.Fprintf(w, " The machine is shared: compare the same-run ratios, not absolute rates across runs.")
-	if r, ok := medianOf(group(after), "put", tMemory, rate); ok {
+	m := group(after)
+	if r, ok := medianOf(m, "put", tMemory, rate); ok {
 		fmt.Fprintf(w, " Its speed in this run, by the yardstick of in-memory beanstalkd's puts at %d connections: %.0f/s", goalConns, r)
-		if c, ok := medianOf(group(after), "put", tMemory, cpuPer); ok {
+		if c, ok := medianOf(m, "put", tMemory, cpuPer); ok {
 			fmt.Fprintf(w, ", %.1f µs of server CPU each", c)
 		}
 		fmt.Fprint(w, ".")

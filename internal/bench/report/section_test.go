@@ -224,6 +224,27 @@ func TestReportRefusesADocumentWithoutMarkers(t *testing.T) {
 	}
 }
 
+func TestReportRefusesABadBeforeAndDrawsNothing(t *testing.T) {
+	dir := t.TempDir()
+	results := filepath.Join(dir, "r.json")
+	writeJSON(t, results, matrixRuns(true))
+	docPath := filepath.Join(dir, "b.md")
+	doc := "# Benchmarks\n\n" + beginMarker + "\n" + endMarker + "\n"
+	if err := os.WriteFile(docPath, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Report(io.Discard, results, docPath, filepath.Join(dir, "img"), filepath.Join(dir, "missing.json"), "")
+	if err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Fatalf("err = %v", err)
+	}
+	if got, _ := os.ReadFile(docPath); string(got) != doc {
+		t.Fatal("the document changed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "img")); err == nil {
+		t.Fatal("plots drawn for a report that was refused")
+	}
+}
+
 func TestGoalsWithoutTheirCellsAreNotApplicable(t *testing.T) {
 	vs := speedGoals([]bench.Result{run("put", tHTTP, 50000, 30, 3)})
 	for _, v := range vs {
